@@ -30,7 +30,7 @@ from interlude.local.sqs_pump import QueuePump
 from interlude.rules.slack import signature
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.facade import Store
-from interlude.store.layout import followers_pk, live_connection_pk
+from interlude.store.layout import followers_pk, live_connection_pk, run_pk
 from interlude.store.live import LiveStore
 from tests.integration.conftest import InProcessApi, clear_of_a_month_end
 from tests.integration.test_live import Live
@@ -387,12 +387,14 @@ def test_tenants_are_listed_with_their_usage_and_a_month_is_closed_once_over(env
 # -- deletion ---------------------------------------------------------------------------------------------------------
 
 
-def naming(tenant: str) -> list[dict[str, Any]]:
-    """Every item of the whole table that names `tenant` anywhere (its keys, its attributes, its packed documents)."""
+def naming(tenant: str, table: str | None = None) -> list[dict[str, Any]]:
+    """Every item of the whole table (`table`, else the first) that names `tenant` anywhere (its keys, its attributes,
+    its packed documents)."""
     from interlude.store import attributes
 
     found = []
-    for page in boto3.client("dynamodb").get_paginator("scan").paginate(TableName=wiring_table(), ConsistentRead=True):
+    pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table or wiring_table(), ConsistentRead=True)
+    for page in pages:
         for item in page["Items"]:
             try:
                 shown = json.dumps(attributes.plain(item), default=str)
@@ -454,6 +456,11 @@ def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goe
     following, _ = live.connect(gone.key)
     live.say(following, action="subscribe", runId=to_wire(waiting))
     their_connection, _ = live.connect(kept.key)
+    # and, in the second table, a gate's inbox entry and a delivery record as the next release writes them (ADR 0161)
+    entries_table = wiring_tables()[1]
+    for pk, sk in ((f"T#{gone.name}#INBOX#ANY#00", f"2026-01-01T00:00:00Z#{waiting}"), (run_pk(waiting), "N#ntc_1")):
+        boto3.client("dynamodb").put_item(TableName=entries_table, Item={"pk": {"S": pk}, "sk": {"S": sk}})
+    assert len(naming(gone.name, entries_table)) == 2
     before = naming(gone.name)
     assert len(before) > 20
     assert {live_connection_pk(following), followers_pk(waiting)} <= {item["pk"]["S"] for item in before}
@@ -482,6 +489,7 @@ def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goe
     assert report["items"] >= len(before) - 1  # everything but the registry's record, which stays as the tombstone
     # and nothing of the tenant is left: no item anywhere in the table but the tombstone, no secret, no schedule
     (tombstone,) = naming(gone.name)
+    assert naming(gone.name, entries_table) == []
     assert (tombstone["pk"]["S"], tombstone["status"]["S"]) == ("TENANTS", "deleted")
     assert secrets_naming(gone.name) == []
     assert schedules_of(gone.name) == []

@@ -53,7 +53,7 @@ def seed_runs(
         run_ids.append(state.runId)
         requests.append({"PutRequest": {"Item": head_put(state)["Item"]}})
         requests.append({"PutRequest": {"Item": run_entry(tenant, state.runId, workflow_id, at)[1]["Put"]["Item"]}})
-    InboxIndex(table, client).batch_write(requests)
+    InboxIndex(table, client, table).batch_write(requests)
     return run_ids
 
 

@@ -129,7 +129,7 @@ class Services:
     def inbox_index(self) -> InboxIndex:
         from interlude.store.inbox import InboxIndex
 
-        return InboxIndex(self.store.table, self.store.client)
+        return InboxIndex(self.store.table, self.store.client, self.store.entries_table)
 
     @cached_property
     def delivery_records(self) -> DeliveryStore:

@@ -84,7 +84,7 @@ class RunIndex(Protocol):
 
 
 class InboxEntries(Protocol):
-    def delete_inbox_entries(self, keys: list[dict[str, Any]]) -> None: ...
+    def delete_inbox_entries(self, keys: list[tuple[str, dict[str, Any]]]) -> None: ...
 
 
 class InboxPages(Protocol):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -47,7 +47,7 @@ from interlude.rules.retention import effect_expiry
 from interlude.store import attributes as a
 from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk
 from interlude.store.effects import EffectStore, LedgerEntry
-from interlude.store.layout import run_pk
+from interlude.store.layout import marked_message, run_pk
 from interlude.store.leases import PENDING, REOPENED_AT, REOPENED_FROM, Ledger, Reopened, Writes
 from interlude.store.notifications import PREFIX as NOTIFICATION_PREFIX
 from interlude.store.notifications import Notification, NotificationStore
@@ -160,8 +160,7 @@ class Replay:
 
     def _webhook(self, record: dict[str, Any], listed_sk: str) -> Reopened:
         webhook_id, run_id = record["webhookId"], record["runId"]
-        ref = Notice(run_id, record["deliveryId"].split("/", 1)[1], record["eventType"])
-        held = self.deliveries.read(ref)
+        ref, held = self._located(Notice(run_id, record["deliveryId"].split("/", 1)[1], record["eventType"]))
         sequence = self._sequence(run_id, held, lambda e: e.get("eventId") == record["eventId"])
         event = {"sequence": sequence, "eventId": record["eventId"], "type": record["eventType"]}
         message = self.outbox.webhook_delivery(webhook_id, run_id, event)
@@ -172,8 +171,7 @@ class Replay:
         return reopened
 
     def _callback(self, state: RunState, notice_id: str) -> Reopened:
-        ref = Notice(state.runId, notice_id, "")
-        held = self.deliveries.read(ref)
+        ref, held = self._located(Notice(state.runId, notice_id, ""))
         if held is None:
             # A notice delivered in a bundle (format 10) that is not its first: the bundle is replayed.
             found = self.deliveries.bundle_of(state.runId, notice_id)
@@ -181,7 +179,7 @@ class Replay:
                 return Reopened("missing")
             ref, held = found
         if held.get(BUNDLE):
-            return self._bundle(state, held)
+            return self._bundle(state, held, ref.where)
         sequence = self._sequence(state.runId, held, lambda e: self.outbox.notice_id(state.runId, e["sequence"]) == notice_id)
         event = self.webhooks.read_event(state.runId, sequence)
         messages = [m for m in self.outbox.notices(state, [event] if event else []) if m["notice"]["id"] == notice_id]
@@ -191,11 +189,11 @@ class Replay:
         self._queue(self.deliveries, ref, reopened, "callbacks", state.tenant, messages)
         return reopened
 
-    def _bundle(self, state: RunState, held: dict[str, Any]) -> Reopened:
+    def _bundle(self, state: RunState, held: dict[str, Any], where: str) -> Reopened:
         """A dead bundle of notices (format 10) reopened, each notice not delivered with a round of its own, and its
-        message queued again (its delivered notices are not dialled again)."""
+        message queued again (its delivered notices are not dialled again). `where`: the table its record is in."""
         parts = held[BUNDLE]
-        ref = bundle_ref(state.runId, parts)
+        ref = replace(bundle_ref(state.runId, parts), where=where)
         message = self._bundle_message(state, parts, allow_links=True)
         if message is None:
             raise Unrebuildable("an event the notices report makes no callback notice any more")
@@ -242,11 +240,18 @@ class Replay:
         so no unit is left pending with no message to attempt it."""
         if reopened.outcome != "reopened":
             return
+        if isinstance(ref, Notice):
+            messages = [marked_message(m, ref.where) for m in messages]
         try:
             self.outbox.send(queue, tenant, messages)
         except Exception:
             ledger.undo_reopen(ref, reopened, undo)
             raise
+
+    def _located(self, ref: Notice) -> tuple[Notice, dict[str, Any] | None]:
+        """A delivery's record in whichever table it is (store/layout.py), and its ref naming that table."""
+        found = self.deliveries.located(ref)
+        return found if found is not None else (ref, None)
 
     def _sequence(self, run_id: str, held: dict[str, Any] | None, reports: Callable[[dict[str, Any]], bool]) -> int:
         """The sequence of the event a delivery reports: kept on its ledger item, or (an item the release before
@@ -277,15 +282,14 @@ class Replay:
             self.outbox.send("notifications", tenant, [message])
             return "queued"
         notice_id = sk.removeprefix(notice_sk(""))
-        ref = Notice(run_id, notice_id, "")
-        got = self.deliveries.read(ref)
+        ref, got = self._located(Notice(run_id, notice_id, ""))
         if got is None or not stuck(got):
             return "moved"
         alone = "sequence" in got and not got.get(BUNDLE)
         event = self.webhooks.read_event(run_id, int(got["sequence"])) if alone else None
         messages: list[dict[str, Any]] = []
         if got.get(BUNDLE):
-            ref = bundle_ref(run_id, got[BUNDLE])
+            ref = replace(bundle_ref(run_id, got[BUNDLE]), where=ref.where)
             head = self.store.get_run(run_id)
             bundle = self._bundle_message(head[0], got[BUNDLE], allow_links=False) if head else None
             messages = [bundle] if bundle else []
@@ -295,7 +299,7 @@ class Replay:
         elif event is not None and event.get("type") != "interrupt.requested" and (head := self.store.get_run(run_id)):
             messages = [m for m in self.outbox.notices(head[0], [event]) if m["notice"]["id"] == notice_id]
         if messages:
-            self.outbox.send("callbacks", tenant, messages)
+            self.outbox.send("callbacks", tenant, [marked_message(m, ref.where) for m in messages])
             return "queued"
         attempts = int(got.get("attempts", 0))
         self.deliveries.undo_reopen(ref, Reopened("reopened", attempt=attempts + 1))

@@ -218,7 +218,7 @@ class RunRetention:
             return
         if item.ttl == wanted or (kept_to is not None and item.ttl is not None and wanted is not None and wanted < item.ttl <= kept_to):
             return
-        self.store.set_item_ttl(run_id, item.sk, wanted)
+        self.store.set_item_ttl(run_id, item.sk, wanted, item.where)
 
 
 class Restamp:

@@ -31,7 +31,7 @@ from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
 from interlude.domain.ids import TENANT_RE
 from interlude.rules import auth
 from interlude.store.api_keys import api_key_put
-from interlude.store.layout import keyed_ids
+from interlude.store.layout import FIRST, SECOND, keyed_ids
 from interlude.store.tenants import (
     ACTIVE,
     DELETED,
@@ -246,8 +246,10 @@ class TenantLifecycle:
                 job["secrets"] = sorted({*job.get("secrets", []), *self.outside.delete_secrets(tenant)})
                 job["phase"] = "items"
             else:
-                keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS)
-                self.records.delete(keys)
+                # Each pass scans the first table, then the second (its items: store/layout.py), `in` saying which.
+                where = job.get("in", FIRST)
+                keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS, where)
+                self.records.delete(keys, where)
                 job["items"] += len(keys)
                 held = keyed_ids(keys)
                 if held.connections:
@@ -258,8 +260,12 @@ class TenantLifecycle:
                 job["scanned"] = job.get("scanned", 0) + scanned
                 job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(keys)
                 job.pop("position", None)
+                job.pop("in", None)
                 if position is not None:
                     job["position"] = position
+                    job["in"] = where
+                elif where == FIRST:
+                    job["in"] = SECOND
                 elif job["pass"] > 1 and not job[f"pass{job['pass']}"]:
                     return self._finish(stored, job)
                 else:

@@ -61,6 +61,13 @@ GATE_TEXT_OFF_EVENTS = 9
 # history. A release that does not know them would fail the message on its missing `notice` until the queue dropped it
 # into its dead letters, and read the record as one notice's: the others would never be delivered nor replayed.
 NOTICE_BUNDLES = 10
+# Format 11: the inbox entries and the callback and webhook delivery records in the deployment's second table (docs/adr/
+# 0161, store/layout.py): a gate whose entries are there says so on its head's open interrupt and on its item
+# (`entriesTable`), a closing event batch names each entry's table with its key (closedEntries), and a delivery's queued
+# message names its record's (`table`). A release that does not know them would look for those items in the first
+# table only: list no gate opened since, leave closed gates' entries behind, and deliver nothing twice but record
+# nothing either; so it must refuse such a message.
+ENTRIES_TABLE = 11
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
 READ_FORMATS = frozenset(
     {
@@ -72,6 +79,7 @@ READ_FORMATS = frozenset(
         DEADLINE_BUCKETS,
         GATE_TEXT_OFF_EVENTS,
         NOTICE_BUNDLES,
+        ENTRIES_TABLE,
     }
 )
 READS = max(READ_FORMATS)
@@ -98,6 +106,8 @@ GATE_TEXT_OFF_EVENTS_WRITTEN = True
 # Whether a transition's callback notices (two or more) are queued as one message and delivered under one record, in
 # format 10: from 0.5.0, whose previous release (0.4.0) reads them (docs/adr/0155).
 NOTICE_BUNDLES_WRITTEN = True
+# Where the moved families' new items are written is store/layout.py's (INBOX_ENTRIES, DELIVERY_RECORDS): the first
+# table in 0.5.0, which reads format 11 and writes none of it.
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

@@ -22,5 +22,6 @@ SCAN = Scan(
 
 
 def apply(store: Store, entries: list[a.Item]) -> int:
-    InboxIndex(store.table, store.client).delete_keys(a.key(i["pk"]["S"], i["sk"]["S"]) for i in entries)
+    # In the first table only: no release that writes the second writes this family.
+    InboxIndex(store.table, store.client, store.entries_table).delete_keys(a.key(i["pk"]["S"], i["sk"]["S"]) for i in entries)
     return len(entries)

@@ -36,14 +36,15 @@ the write reads them (rules/notice_bundles.applied), so a record written after a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from interlude import wiring
 from interlude.domain import formats
 from interlude.rules import notice_bundles
 from interlude.store import attributes as a
-from interlude.store.layout import run_pk
+from interlude.store import layout
+from interlude.store.layout import FIRST, run_pk
 from interlude.store.leases import Ledger, Writes
 
 # The attempts a delivery keeps on its item: a whole round of them (a replay's round included), the newest last.
@@ -77,6 +78,8 @@ class Notice:
     # The notices of one transition delivered together under the first one's id (format 10): (id, type, sequence)
     # of each, in order; () for a notice delivered alone.
     bundled: tuple[tuple[str, str, int | None], ...] = ()
+    # The table its record is in (store/layout.py: its message's mark, format 11; FIRST without one).
+    where: str = FIRST
 
 
 class DeliveryStore(Ledger[Notice]):
@@ -89,6 +92,9 @@ class DeliveryStore(Ledger[Notice]):
 
     def run_of(self, ref: Notice) -> str:
         return ref.run_id
+
+    def table_of(self, ref: Notice) -> str:
+        return self.store.table_named(ref.where)
 
     def claiming(self, ref: Notice, attempt: int, now: float) -> Writes:
         created: dict[str, Any] = {}
@@ -119,24 +125,39 @@ class DeliveryStore(Ledger[Notice]):
 
     def bundle_of(self, run_id: str, notice_id: str) -> tuple[Notice, dict[str, Any]] | None:
         """The bundle (format 10) a notice of the run was delivered in, and its item (plain); None: in none. Its key
-        names its first notice with a suffix, and a later notice not at all: the run's notice items are read."""
-        for item in self._query(a.s(run_pk(run_id)), NOTICE_SK_PREFIX):
-            held = a.plain(item)
-            check_format(held)
-            parts = held.get(BUNDLE) or []
-            if any(p["id"] == notice_id for p in parts):
-                return bundle_ref(run_id, parts), held
+        names its first notice with a suffix, and a later notice not at all: the run's notice items are read, in every
+        table a record may be in."""
+        for where in layout.DELIVERY_RECORDS.read:
+            for item in self._query(a.s(run_pk(run_id)), NOTICE_SK_PREFIX, where):
+                held = a.plain(item)
+                check_format(held)
+                parts = held.get(BUNDLE) or []
+                if any(p["id"] == notice_id for p in parts):
+                    return replace(bundle_ref(run_id, parts), where=where), held
+        return None
+
+    def located(self, ref: Notice) -> tuple[Notice, dict[str, Any]] | None:
+        """The record of a delivery whose table is not known (a replay names a notice by its id alone), with `ref`
+        naming the table it was found in; None: in neither."""
+        for where in layout.DELIVERY_RECORDS.read:
+            here = replace(ref, where=where)
+            held = self.read(here)
+            if held is not None:
+                return here, held
         return None
 
     def attempts(self, run_id: str, notice_id: str | None = None) -> list[dict[str, Any]]:
         """Attempt records of a run (or of one notice), ordered by notice id and attempt number: each delivery's
         kept history, and the attempt items of the releases before (a delivery's earlier attempts may be there)."""
         pk = a.s(run_pk(run_id))
-        if notice_id is None:
-            states = self._query(pk, NOTICE_SK_PREFIX)
-        else:
-            got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), notice_sk(notice_id)))
-            states = [got["Item"]] if "Item" in got else []
+        states: list[dict[str, Any]] = []
+        for where in layout.DELIVERY_RECORDS.read:
+            if notice_id is None:
+                states += self._query(pk, NOTICE_SK_PREFIX, where)
+            else:
+                key = a.key(run_pk(run_id), notice_sk(notice_id))
+                got = self.client.get_item(TableName=self.store.table_named(where), Key=key)
+                states += [got["Item"]] if "Item" in got else []
         for item in states:
             check_format(a.plain(item))
         found = {
@@ -146,9 +167,9 @@ class DeliveryStore(Ledger[Notice]):
         }
         return [found[k] for k in sorted(found)]
 
-    def _query(self, pk: dict[str, str], prefix: str) -> list[dict[str, Any]]:
+    def _query(self, pk: dict[str, str], prefix: str, where: str = FIRST) -> list[dict[str, Any]]:
         pages = self.client.get_paginator("query").paginate(
-            TableName=self.table,
+            TableName=self.store.table_named(where),
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
             ExpressionAttributeValues={":pk": pk, ":prefix": a.s(prefix)},
         )

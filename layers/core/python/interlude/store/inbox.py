@@ -33,8 +33,8 @@ from interlude import wiring
 from interlude.domain.clock import epoch_of, iso
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
-from interlude.store import gate_closes, sharded
-from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, interrupt_sk, run_pk
+from interlude.store import gate_closes, layout, sharded
+from interlude.store.layout import FIRST, INTERRUPT_SK_PREFIX, RUN_SK, SECOND, interrupt_sk, run_pk
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
@@ -99,8 +99,22 @@ def added_delegate_families(interrupt: "OpenInterrupt") -> list[str]:
     return [] if last.delegate in earlier else [f"P#{last.delegate}"]
 
 
+# The field of a gate's open interrupt on its head, and the attribute of its item, that names the table its entries are
+# in (store/layout.py: SECOND; absent: the first), so every write of them (a claim's put, a delegate's, the close's
+# delete) goes where they are.
+ENTRIES_TABLE = "entriesTable"
 # The interrupt item's attributes Entry.of_item reads (a Query that hands it items projects these).
-ENTRY_SOURCE_ATTRIBUTES = ("runId", "interruptId", "raisedAt", "kind", "workflowId", "payload", "deadline", "votes")
+ENTRY_SOURCE_ATTRIBUTES = (
+    "runId",
+    "interruptId",
+    "raisedAt",
+    "kind",
+    "workflowId",
+    "payload",
+    "deadline",
+    "votes",
+    ENTRIES_TABLE,
+)
 
 
 class Entry(NamedTuple):
@@ -116,6 +130,8 @@ class Entry(NamedTuple):
     families: tuple[str, ...]
     due: str | None = None
     assignee: str | None = None
+    # The table its gate's entries are in (store/layout.py: FIRST, or SECOND as the gate's mark says).
+    where: str = FIRST
 
     @classmethod
     def of(cls, tenant: str, run_id: str, workflow_id: str, interrupt: "OpenInterrupt") -> "Entry":
@@ -132,6 +148,7 @@ class Entry(NamedTuple):
             tuple(dict.fromkeys(families)),
             due,
             interrupt.assignee,
+            layout.where_of(interrupt.entriesTable),
         )
 
     @classmethod
@@ -153,6 +170,7 @@ class Entry(NamedTuple):
             plain["workflowId"],
             tuple(dict.fromkeys(families)),
             due,
+            where=layout.where_of(plain.get(ENTRIES_TABLE)),
         )
 
     def index_keys(self) -> list[a.Item]:
@@ -174,16 +192,22 @@ class Entry(NamedTuple):
 
 
 def closed_entries(entries: Iterable[Entry]) -> a.Item:
-    """The CLOSED_ENTRIES attribute naming `entries`' index keys, or none when there are none."""
-    pairs = [[key[wiring.PARTITION_KEY]["S"], key[wiring.SORT_KEY]["S"]] for e in entries for key in e.index_keys()]
+    """The CLOSED_ENTRIES attribute naming `entries`' index keys, or none when there are none: [pk, sk], and the table's
+    mark third for an entry in the second table (format 11)."""
+    pairs = [
+        [key[wiring.PARTITION_KEY]["S"], key[wiring.SORT_KEY]["S"], *([SECOND] if e.where == SECOND else [])]
+        for e in entries
+        for key in e.index_keys()
+    ]
     return {CLOSED_ENTRIES: a.packed(pairs)} if pairs else {}
 
 
-def closed_entry_keys(image: a.Item) -> list[a.Item]:
-    """The index keys an event batch item's image names in CLOSED_ENTRIES (none if it names none)."""
+def closed_entry_keys(image: a.Item) -> list[tuple[str, a.Item]]:
+    """The index keys an event batch item's image names in CLOSED_ENTRIES (none if it names none), each with the
+    table it is in (no mark: the first)."""
     if CLOSED_ENTRIES not in image:
         return []
-    return [a.key(pk, sk) for pk, sk in a.unpacked(image[CLOSED_ENTRIES])]
+    return [(layout.where_of(mark[0] if mark else None), a.key(pk, sk)) for pk, sk, *mark in a.unpacked(image[CLOSED_ENTRIES])]
 
 
 class EntryFilter(NamedTuple):
@@ -216,25 +240,37 @@ class InboxPage(NamedTuple):
 
 
 class InboxIndex:
-    def __init__(self, table: str, client: Any) -> None:
+    def __init__(self, table: str, client: Any, entries_table: str) -> None:
         self.table = table
         self.client = client
+        self.tables = {FIRST: table, SECOND: entries_table}
 
     # -- writes -----------------------------------------------------------------------------------------
 
     def put(self, entries: Iterable[Entry]) -> None:
-        self.batch_write([{"PutRequest": {"Item": item}} for e in entries for item in e.items()])
+        for where, group in _by_table(entries).items():
+            self.batch_write([{"PutRequest": {"Item": item}} for e in group for item in e.items()], where)
 
     def delete(self, entries: Iterable[Entry]) -> None:
-        self.delete_keys(key for e in entries for key in e.index_keys())
+        for where, group in _by_table(entries).items():
+            self.delete_keys((key for e in group for key in e.index_keys()), where)
 
-    def delete_keys(self, keys: Iterable[a.Item]) -> None:
-        """Delete entries by key; deleting one already gone changes nothing and fails nothing."""
-        self.batch_write([{"DeleteRequest": {"Key": key}} for key in keys])
+    def delete_keys(self, keys: Iterable[a.Item], where: str = FIRST) -> None:
+        """Delete entries by key from table `where`; deleting one already gone changes nothing and fails nothing."""
+        self.batch_write([{"DeleteRequest": {"Key": key}} for key in keys], where)
 
-    def batch_write(self, requests: list[dict[str, Any]]) -> None:
+    def delete_marked(self, keys: Iterable[tuple[str, a.Item]]) -> None:
+        """Delete entries by (table, key), as closed_entry_keys names them."""
+        grouped: dict[str, list[a.Item]] = {}
+        for where, key in keys:
+            grouped.setdefault(where, []).append(key)
+        for where, group in grouped.items():
+            self.delete_keys(group, where)
+
+    def batch_write(self, requests: list[dict[str, Any]], where: str = FIRST) -> None:
+        table = self.tables[where]
         for start in range(0, len(requests), BATCH_WRITE_MAX):
-            pending: dict[str, Any] = {self.table: requests[start : start + BATCH_WRITE_MAX]}
+            pending: dict[str, Any] = {table: requests[start : start + BATCH_WRITE_MAX]}
             for attempt in range(8):
                 unprocessed = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
                 if not unprocessed:
@@ -266,45 +302,53 @@ class InboxIndex:
         round of the first and, once it is read to its end, one of the second: at most two rounds, whatever the
         tenant holds."""
         wanted = wanted or EntryFilter()
-        streams = [pk for family in families for pk in sharded.family_pks(tenant, INDEX, family)]
-        due = sharded.family_pks(tenant, INDEX, DUE_FAMILY) if order == "due" else []
+        streams = _in_tables([pk for family in families for pk in sharded.family_pks(tenant, INDEX, family)])
+        due = _in_tables(sharded.family_pks(tenant, INDEX, DUE_FAMILY)) if order == "due" else []
         streams = due + [pk for pk in streams if pk not in due]
         if cursor is None:
             positions = sharded.Positions(after=dict.fromkeys(streams))
         else:
             positions = sharded.decode_cursor(cursor, tenant, query, streams)
         items: list[a.Item] = []
+        sources: list[str] = []
         queries = entries_read = 0
         if pending := [pk for pk in due if pk not in positions.done]:
-            found = sharded.read_page(self.client, self.table, positions.of(pending), limit, wanted.accepts, True)
+            found = sharded.read_page(
+                self.client, self.table, positions.of(pending), limit, wanted.accepts, True, self._locate
+            )
             positions.moved(found.positions)
-            items, queries, entries_read = found.items, found.queries, found.entries_read
+            items, sources, queries, entries_read = found.items, found.sources, found.queries, found.entries_read
         if len(items) < limit and set(due) <= positions.done:
             # Gates with a deadline were listed by DUE: the rest are those without one.
             accept = (lambda item: wanted.accepts(item) and "due" not in item) if due else wanted.accepts
             rest = [pk for pk in streams if pk not in due]
             found = sharded.read_page(
-                self.client, self.table, positions.of(rest), limit - len(items), accept, order == "oldest"
+                self.client, self.table, positions.of(rest), limit - len(items), accept, order == "oldest", self._locate
             )
             positions.moved(found.positions)
-            items, queries, entries_read = items + found.items, queries + found.queries, entries_read + found.entries_read
-        interrupts, reads, stale = self._open_interrupts(items, now_epoch or time.time())
-        if stale:
-            self.batch_write([{"DeleteRequest": {"Key": key}} for key in stale])
+            items, sources = items + found.items, sources + found.sources
+            queries, entries_read = queries + found.queries, entries_read + found.entries_read
+        wheres = [_stream_table(stream) for stream in sources]
+        interrupts, reads, stale = self._open_interrupts(items, wheres, now_epoch or time.time())
+        self.delete_marked(stale)
         next_cursor = None if positions.finished else sharded.encode_cursor(tenant, query, positions)
         return InboxPage(
             interrupts=interrupts,
             cursor=next_cursor,
-            calls=queries + reads + (1 if stale else 0),
+            calls=queries + reads + len({where for where, _ in stale}),
             entries_read=entries_read,
             interrupts_read=len(items),
         )
 
+    def _locate(self, stream: str) -> tuple[str | None, str]:
+        where = _stream_table(stream)
+        return self.tables[where], stream.removesuffix(_SECOND_TABLE_STREAM)
+
     def _open_interrupts(
-        self, entries: list[a.Item], now_epoch: float
-    ) -> tuple[list[dict[str, Any]], int, list[a.Item]]:
+        self, entries: list[a.Item], wheres: list[str], now_epoch: float
+    ) -> tuple[list[dict[str, Any]], int, list[tuple[str, a.Item]]]:
         """The interrupt items the entries name that are open, in the entries' order; the BatchGetItem calls
-        made; and the keys of entries to sweep. The heads of their runs are read in the same calls: a format-3 item's
+        made; and the keys of entries to sweep, each with its table (`wheres`: each entry's). The heads of their runs are read in the same calls: a format-3 item's
         gate is open while its head holds it (store/gate_closes.py)."""
         keys = [a.key(run_pk(e["runId"]["S"]), interrupt_sk(e["key"]["S"])) for e in entries]
         heads = [a.key(pk, RUN_SK) for pk in dict.fromkeys(k[wiring.PARTITION_KEY]["S"] for k in keys)]
@@ -324,14 +368,14 @@ class InboxIndex:
                 request = answer.get("UnprocessedKeys") or {}
         held: dict[str, set[str]] = {}
         out: list[dict[str, Any]] = []
-        stale: list[a.Item] = []
+        stale: list[tuple[str, a.Item]] = []
         listed: set[tuple[str, str]] = set()
-        for entry, key in zip(entries, keys, strict=True):
+        for entry, where, key in zip(entries, wheres, keys, strict=True):
             pk = key[wiring.PARTITION_KEY]["S"]
             if (pk, key[wiring.SORT_KEY]["S"]) in listed:
                 continue
             item = got.get((pk, key[wiring.SORT_KEY]["S"]))
-            entry_key = a.key(entry[wiring.PARTITION_KEY]["S"], entry[wiring.SORT_KEY]["S"])
+            entry_key = (where, _entry_key(entry))
             if item is None:
                 raised_at = entry[wiring.SORT_KEY]["S"].rsplit("#", 1)[0]
                 if now_epoch - epoch_of(raised_at) > ORPHAN_GRACE_S:
@@ -352,6 +396,31 @@ class InboxIndex:
             listed.add((pk, key[wiring.SORT_KEY]["S"]))
             out.append(doc)
         return out, calls, stale
+
+
+# A page's stream of a partition in the second table: its key, then this (a partition key of the inbox ends with its
+# shard's digits, so no first-table stream ends so). A cursor names each stream it read.
+_SECOND_TABLE_STREAM = "@" + SECOND
+
+
+def _in_tables(pks: list[str]) -> list[str]:
+    """The streams of partitions `pks` in every table an inbox entry may be in (layout.INBOX_ENTRIES.read)."""
+    return [pk + ("" if where == FIRST else _SECOND_TABLE_STREAM) for where in layout.INBOX_ENTRIES.read for pk in pks]
+
+
+def _stream_table(stream: str) -> str:
+    return SECOND if stream.endswith(_SECOND_TABLE_STREAM) else FIRST
+
+
+def _entry_key(entry: a.Item) -> a.Item:
+    return a.key(entry[wiring.PARTITION_KEY]["S"], entry[wiring.SORT_KEY]["S"])
+
+
+def _by_table(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
+    grouped: dict[str, list[Entry]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.where, []).append(entry)
+    return grouped
 
 
 def interrupt_document(item: a.Item) -> dict[str, Any]:

@@ -39,16 +39,77 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
                                                           read with each event batch's run head by the outbox, which
                                                           sends them the batch while each key is valid (app/live.py);
                                                           ttl: its latest subscription's + API Gateway's 2 hours
+  -- the second table (wiring.ENTRIES_TABLE, docs/adr/0161): a moved family's items may be in either table
+     (MOVED_FAMILIES: where this release writes a new one, where its reads look); a mark (TABLE_MARK = SECOND)
+     names the second, no mark the first; every other family is in the first
+  inbox entry  T#{tenant}#INBOX#…        {at}#{interruptId}  either table, a gate's all in one: its head's open
+                                                          interrupt and its item mark it (entriesTable), a closing
+                                                          batch's closedEntries mark each key (store/inbox.py)
+  delivery     T#{tenant}#R#{run}        N#{noticeId}[+]  either table: its queued message marks it, a replay
+  record                                                  queues it again marked where it found it
+                                                          (store/deliveries.py)
 The other families keep their layout beside their code: the inbox (store/inbox.py), tasks (store/tasks.py), the
 audit chains (store/audit.py), the limits' counters (store/limits.py), effects, deliveries and notifications
 (store/effects.py, deliveries.py, notifications.py), waiters and grants (store/interactions.py). What each costs and
 where its ceiling is: docs/scale.md, "Access patterns".
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from interlude import wiring
+from interlude.domain.formats import ENTRIES_TABLE as ENTRIES_TABLE_FORMAT
+from interlude.domain.formats import FORMAT_FIELD
+
+# -- the tables: which holds each family that moved to the second (docs/adr/0161)
+
+FIRST = "first"
+SECOND = "entries"
+# The attribute (of an item, or a message) that names the table a moved family's item was written in: SECOND, or
+# absent (the first table). An event batch's closedEntries names it as a third element of a key.
+TABLE_MARK = "table"
+
+
+class Placement(NamedTuple):
+    """Where a moved family's new items are written, and the tables its reads look in (every table an item may be in:
+    those this release writes, and those the release before wrote)."""
+
+    written: str
+    read: tuple[str, ...]
+
+
+# The reader release (format 11 read, not written): every new item in the first table, reads in both.
+INBOX_ENTRIES = Placement(written=FIRST, read=(FIRST, SECOND))
+DELIVERY_RECORDS = Placement(written=FIRST, read=(FIRST, SECOND))
+MOVED_FAMILIES = {"inbox entry": INBOX_ENTRIES, "delivery record": DELIVERY_RECORDS}
+
+
+def marked(where: str) -> dict[str, Any]:
+    """The mark (plain) naming table `where`: none for the first."""
+    return {TABLE_MARK: SECOND} if where == SECOND else {}
+
+
+def where_of(mark: object) -> str:
+    """The table a mark names (SECOND, or the first for no mark); a mark this release does not know is refused."""
+    if mark is None or mark == FIRST:
+        return FIRST
+    if mark == SECOND:
+        return SECOND
+    raise ValueError(f"unknown table mark {mark!r}")
+
+
+def marked_message(message: dict[str, Any], where: str) -> dict[str, Any]:
+    """A delivery's queued message naming the table its record is in (format 11: a mark, none for the first)."""
+    if where == FIRST:
+        return {k: v for k, v in message.items() if k != TABLE_MARK}
+    written_in = max(int(message.get(FORMAT_FIELD) or 1), ENTRIES_TABLE_FORMAT)
+    return {**message, FORMAT_FIELD: written_in, **marked(where)}
+
+
+def message_table(message: Mapping[str, Any]) -> str:
+    """The table a delivery's record is in, as its queued message names it (no mark: the first)."""
+    return where_of(message.get(TABLE_MARK))
+
 
 # -- the run partition: head, event batches, interrupts (and the deliveries, notifications and ledger of its effects)
 

@@ -106,6 +106,11 @@ class Ledger(ABC, Generic[Ref]):
     def __init__(self, store: Table) -> None:
         self.client = store.client
         self.table = store.table
+        self.store = store
+
+    def table_of(self, ref: Ref) -> str:
+        """The table the unit's item is in (a ledger of a moved family's: the one its ref names, store/layout.py)."""
+        return self.table
 
     @abstractmethod
     def key(self, ref: Ref) -> a.Item: ...
@@ -134,10 +139,10 @@ class Ledger(ABC, Generic[Ref]):
         (store/expiry.confirm: no item of a finished run is left without one)."""
         run_id = self.run_of(ref)
         if run_id is not None:
-            expiry.confirm(self.client, self.table, run_id, self.key(ref), written)
+            expiry.confirm(self.client, self.table, run_id, self.key(ref), written, self.table_of(ref))
 
     def read(self, ref: Ref) -> dict[str, Any] | None:
-        got = self.client.get_item(TableName=self.table, Key=self.key(ref), ConsistentRead=True)
+        got = self.client.get_item(TableName=self.table_of(ref), Key=self.key(ref), ConsistentRead=True)
         item = got.get("Item")
         return a.plain(item) if item else None
 
@@ -285,7 +290,7 @@ class Ledger(ABC, Generic[Ref]):
         if removes:
             expression += " REMOVE " + ", ".join(f"#{name}" for name in removes)
         update: Any = {
-            "TableName": self.table,
+            "TableName": self.table_of(ref),
             "Key": self.key(ref),
             "UpdateExpression": expression,
             "ConditionExpression": condition,

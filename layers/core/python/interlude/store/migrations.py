@@ -187,7 +187,7 @@ class MigrationStore:
         again, or meets an entry its own writer made, writes nothing); how many it put."""
         found = self._stored(items, "pk, sk")
         put = [item for item in items if _key_of(item) not in found]
-        InboxIndex(self.table, self.client).batch_write([{"PutRequest": {"Item": item}} for item in put])
+        InboxIndex(self.table, self.client, self.table).batch_write([{"PutRequest": {"Item": item}} for item in put])
         return len(put)
 
     def differing(self, items: list[a.Item], fields: tuple[str, ...]) -> list[a.Item]:

@@ -67,13 +67,16 @@ from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
 from interlude.store.gate_closes import RAISED_SEQ
 from interlude.store.inbox import ENTRY_SOURCE_ATTRIBUTES, Entry
 from interlude.store.item_index import index_pk
-from interlude.store.layout import RUN_SK, run_pk
+from interlude.store.layout import FIRST, RUN_SK, SECOND, run_pk
 from interlude.store.recoveries import RECOVERY_SK
 from interlude.store.run_items import ENTRIES_UNEXPIRING, entries_unexpiring, run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
 from interlude.store.table import Table, batch_get, conditionally
 from interlude.store.task_items import TASK_SK, task_pk
 
+# Before a sort key, in where a turn goes on (`items_page`): a key of the run's partition in the second table (no key of
+# the first starts so; a release that does not know it reads the first table's items after it again, none lost).
+SECOND_PAGES = "@" + SECOND + "@"
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
@@ -130,6 +133,8 @@ class RunItem:
     events: tuple[dict[str, Any], ...] = ()
     # A gate's item (format 3): the first sequence of the events of the transition that opened it.
     raised: int | None = None
+    # The table it is in (store/layout.py: a delivery record may be in the second).
+    where: str = FIRST
 
 
 @dataclass(frozen=True)
@@ -224,8 +229,9 @@ class RetentionStore(Table):
             for item in got.get("Items") or []:
                 key = a.key(run_pk(run_id), item[wiring.SORT_KEY]["S"])
                 if item.get("interruptId", {}).get("S") in entries_of and not entries_unexpiring(item):
-                    for entry_key in Entry.of_item(item).index_keys():
-                        self._set_ttl(entry_key, None)
+                    gate = Entry.of_item(item)
+                    for entry_key in gate.index_keys():
+                        self._set_ttl(entry_key, None, gate.where)
                         kept += 1
                     kept += self._keep_gate(key, item.get("votes"))
                     continue
@@ -233,7 +239,24 @@ class RetentionStore(Table):
                 kept += 1
             after = got.get("LastEvaluatedKey")
             if after is None:
-                return kept
+                return kept + self._keep_records(run_id, near)
+
+    def _keep_records(self, run_id: str, near: int) -> int:
+        """keep_items for the run's delivery records in the second table (store/layout.py): how many were written."""
+        kept = 0
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.entries_table,
+            KeyConditionExpression="#pk = :pk",
+            FilterExpression="#ttl < :near",
+            ProjectionExpression="#sk",
+            ExpressionAttributeNames={"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
+            ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":near": a.n(near)},
+        )
+        for page in pages:
+            for item in page.get("Items") or []:
+                self._set_ttl(a.key(run_pk(run_id), item[wiring.SORT_KEY]["S"]), None, SECOND)
+                kept += 1
+        return kept
 
     def _keep_gate(self, key: a.Item, votes: dict[str, Any] | None) -> bool:
         """The open gate's expiry taken off, after its entries', on condition that its votes are still `votes` (as read
@@ -327,9 +350,11 @@ class RetentionStore(Table):
     def items_page(self, run_id: str, after: str | None) -> RunPage:
         """A page of the run's items, in key order after sort key `after`; the last key read when more may follow; and
         the head, when the page holds it (a Query bills every item it reads, the head too: a turn that finds it there
-        reads it no other way)."""
+        reads it no other way). Its partition in the first table, then in the second (its delivery records may be
+        there: store/layout.py), whose keys `after` names with SECOND_PAGES before them."""
+        where, after = (SECOND, after.removeprefix(SECOND_PAGES) or None) if after and after.startswith(SECOND_PAGES) else (FIRST, after)
         kwargs: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.table_named(where),
             "KeyConditionExpression": "#pk = :pk",
             "ProjectionExpression": "#sk, #ttl, events, #state, #version, #retained, #raised",
             "ExpressionAttributeNames": {
@@ -359,14 +384,17 @@ class RetentionStore(Table):
             # A ledger entry is keyed by its effect's opaque id (store/effects.py, ledger_sk).
             effect = f"{tenant_of(run_id)}/{sk.removeprefix(LEDGER_SK_PREFIX)}" if sk.startswith(LEDGER_SK_PREFIX) else None
             events = tuple(a.unpacked(item["events"])) if "events" in item else ()
-            items.append(RunItem(sk, _number(item, wiring.TTL_ATTRIBUTE), effect, events, _number(item, RAISED_SEQ)))
+            items.append(RunItem(sk, _number(item, wiring.TTL_ATTRIBUTE), effect, events, _number(item, RAISED_SEQ), where))
         last = got.get("LastEvaluatedKey")
-        return RunPage(items, last[wiring.SORT_KEY]["S"] if last else None, head)
+        if where == SECOND:
+            return RunPage(items, SECOND_PAGES + last[wiring.SORT_KEY]["S"] if last else None, head)
+        # The first table's partition read to its end: the second's follows.
+        return RunPage(items, last[wiring.SORT_KEY]["S"] if last else SECOND_PAGES, head)
 
-    def set_item_ttl(self, run_id: str, sk: str, ttl: int | None) -> None:
-        """One item of the run's partition expires at `ttl` (None: never, its ttl removed); an item gone meanwhile
-        is left gone."""
-        self._set_ttl(a.key(run_pk(run_id), sk), ttl)
+    def set_item_ttl(self, run_id: str, sk: str, ttl: int | None, where: str = FIRST) -> None:
+        """One item of the run's partition (in table `where`) expires at `ttl` (None: never, its ttl removed); an item
+        gone meanwhile is left gone."""
+        self._set_ttl(a.key(run_pk(run_id), sk), ttl, where)
 
     def set_listing_ttl(self, state: RunState, ttl: int | None) -> None:
         """The run's listing entry (store/item_index.py) expires with it."""
@@ -399,16 +427,18 @@ class RetentionStore(Table):
         condition = "attribute_exists(#pk) AND (attribute_not_exists(#ttl) OR #ttl < :ttl)"
         self._update(key, "SET #ttl = :ttl", condition, {"#pk": wiring.PARTITION_KEY, **_TTL}, {":ttl": a.n(ttl)})
 
-    def _set_ttl(self, key: a.Item, ttl: int | None) -> None:
+    def _set_ttl(self, key: a.Item, ttl: int | None, where: str = FIRST) -> None:
         names = {"#pk": wiring.PARTITION_KEY, **_TTL}
         if ttl is None:
-            self._update(key, "REMOVE #ttl", "attribute_exists(#pk)", names, {})
+            self._update(key, "REMOVE #ttl", "attribute_exists(#pk)", names, {}, where)
         else:
-            self._update(key, "SET #ttl = :ttl", "attribute_exists(#pk)", names, {":ttl": a.n(ttl)})
+            self._update(key, "SET #ttl = :ttl", "attribute_exists(#pk)", names, {":ttl": a.n(ttl)}, where)
 
-    def _update(self, key: a.Item, expression: str, condition: str, names: dict[str, str], values: a.Item) -> bool:
+    def _update(
+        self, key: a.Item, expression: str, condition: str, names: dict[str, str], values: a.Item, where: str = FIRST
+    ) -> bool:
         kwargs: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.table_named(where),
             "Key": key,
             "UpdateExpression": expression,
             "ConditionExpression": condition,

@@ -16,9 +16,9 @@ from interlude.domain.models.run import OpenInterrupt, RunState, state_json
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
-from interlude.store import gate_closes, item_index
+from interlude.store import gate_closes, item_index, layout
 from interlude.store.expiry import RESTAMPING, RETAINED
-from interlude.store.inbox import gate_votes
+from interlude.store.inbox import ENTRIES_TABLE, gate_votes
 from interlude.store.layout import RUN_SK, event_sk, interrupt_sk, run_pk
 from interlude.store.transactions import Labelled
 
@@ -198,6 +198,8 @@ def mark_written(state: RunState, opened: list[OpenInterrupt]) -> None:
     for interrupt in [*opened, *state.interrupts.values()]:
         if interrupt.interruptId in ids:
             interrupt.itemFormat = formats.INTERRUPT_ITEM_WRITTEN
+            # Where its inbox entries are put (store/layout.py), for every later write of them: a mark for the second.
+            interrupt.entriesTable = layout.marked(layout.INBOX_ENTRIES.written).get(layout.TABLE_MARK)
 
 
 def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, expires: int | None = None) -> dict[str, Any]:
@@ -222,6 +224,8 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, ex
         item["status"] = a.s("open")
     if interrupt.deadline is not None:
         item["deadline"] = a.n(interrupt.deadline)
+    if interrupt.entriesTable is not None:
+        item[ENTRIES_TABLE] = a.s(interrupt.entriesTable)
     if interrupt.votes:  # a fork's gate, opened with the votes its source had cast (engine/run.py carry_votes)
         item["votes"] = a.as_json([v.model_dump() for v in interrupt.votes])
     # Re-entry guard: one interrupt per key for the lifetime of the run.

@@ -129,5 +129,5 @@ class SearchKeysStore(Table):
         return found
 
     def put(self, entries: list[a.Item]) -> None:
-        InboxIndex(self.table, self.client).batch_write([{"PutRequest": {"Item": item}} for item in entries])
+        InboxIndex(self.table, self.client, self.entries_table).batch_write([{"PutRequest": {"Item": item}} for item in entries])
 

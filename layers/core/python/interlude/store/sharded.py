@@ -128,6 +128,12 @@ class Page:
     # Queries sent and entries they returned (what the bench prints and the scale test holds constant).
     queries: int = 0
     entries_read: int = 0
+    # The stream each of `items` was read from.
+    sources: list[str] = field(default_factory=list)
+
+
+def _own_table(stream: str) -> tuple[str | None, str]:
+    return None, stream
 
 
 def read_page(
@@ -137,6 +143,7 @@ def read_page(
     limit: int,
     accept: Callable[[a.Item], bool] = lambda _item: True,
     ascending: bool = False,
+    locate: Callable[[str], tuple[str | None, str]] = _own_table,
 ) -> Page:
     """Up to `limit` accepted entries, newest first across every stream (`ascending`: oldest first), in one round of
     Queries.
@@ -144,22 +151,24 @@ def read_page(
     Each unfinished stream is read once (in that order, after its position, `Limit = limit`). Entries are then
     consumed in global order until `limit` are accepted, or until a stream that has more than it returned runs
     dry (an entry beyond what it returned could be newer than the next one of the others): the next page goes on
-    from there. A rejected entry is consumed too, so every page makes progress.
+    from there. A rejected entry is consumed too, so every page makes progress. `locate`: the table (None: `table`)
+    and partition key a stream is read from, for streams of several tables (store/inbox.py).
     """
     page = Page(items=[], positions=Positions(after=dict(positions.after), done=set(positions.done)))
     buffers: dict[str, list[a.Item]] = {}
     more: set[str] = set()
     for pk in sorted(set(positions.after) - positions.done):
+        in_table, partition = locate(pk)
         kwargs: dict[str, Any] = {
-            "TableName": table,
+            "TableName": in_table or table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": a.s(pk)},
+            "ExpressionAttributeValues": {":pk": a.s(partition)},
             "ScanIndexForward": ascending,
             "Limit": limit,
         }
         after = positions.after[pk]
         if after is not None:
-            kwargs["ExclusiveStartKey"] = a.key(pk, after)
+            kwargs["ExclusiveStartKey"] = a.key(partition, after)
         got = client.query(**kwargs)
         page.queries += 1
         buffers[pk] = list(got.get("Items") or [])
@@ -182,6 +191,7 @@ def read_page(
         remaining[pk] -= 1
         if sk != last and accept(item):
             page.items.append(item)
+            page.sources.append(pk)
         last = sk
         if remaining[pk] == 0 and pk in more:
             break

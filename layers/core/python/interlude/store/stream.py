@@ -83,9 +83,9 @@ def carried_audit_draft(record: dict[str, Any]) -> tuple[str, AuditDraft] | None
     return audit_log.draft_source(keys[wiring.PARTITION_KEY]["S"], keys[wiring.SORT_KEY]["S"]), draft
 
 
-def closed_inbox_entries(record: dict[str, Any]) -> list[a.Item]:
-    """The inbox index keys a new event-log item names for deletion: the entries of the interrupts its
-    transition closed (store/inbox.py, CLOSED_ENTRIES); none for any other record."""
+def closed_inbox_entries(record: dict[str, Any]) -> list[tuple[str, a.Item]]:
+    """The inbox index keys a new event-log item names for deletion, each with its table: the entries of the interrupts
+    its transition closed (store/inbox.py, CLOSED_ENTRIES); none for any other record."""
     if not is_event_insert(record):
         return []
     return closed_entry_keys(new_image(record))

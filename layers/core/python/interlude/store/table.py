@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from interlude import sdk_clients
 from interlude.config.runtime import runtime_settings
 from interlude.store import item_formats
+from interlude.store.layout import SECOND
 
 
 def dynamodb_client() -> Any:
@@ -34,6 +35,10 @@ class Table:
         self.client = client or dynamodb_client()
         # Every answer of this client (the other stores share it) is refused if it holds an item too new to read.
         item_formats.watch(self.client)
+
+    def table_named(self, where: str) -> str:
+        """The name of table `where` (store/layout.py: FIRST, or SECOND)."""
+        return self.entries_table if where == SECOND else self.table
 
 
 def conditionally(write: Callable[..., dict[str, Any]], /, **request: Any) -> dict[str, Any] | None:

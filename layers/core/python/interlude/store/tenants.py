@@ -40,6 +40,7 @@ from interlude.store.item_index import shard_of
 from interlude.store.layout import (
     API_KEY_PK_PREFIX,
     API_KEY_SK,
+    FIRST,
     LIVE_CONNECTION_PK_PREFIX,
     LIVE_CONNECTION_SK,
     tenant_of_pk,
@@ -109,6 +110,7 @@ class TenantRecords:
         # The low-level client, typed loosely: items are built and read by hand (store/attributes.py).
         self.client: Any = table.client
         self.table = table.table
+        self.table_named = table.table_named
 
     # -- the registry -----------------------------------------------------------------------------------
 
@@ -353,13 +355,16 @@ class TenantRecords:
 
     # -- a deletion's pages ----------------------------------------------------------------------------
 
-    def scan_page(self, tenant: str, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
+    def scan_page(
+        self, tenant: str, position: a.Item | None, limit: int, where: str = FIRST
+    ) -> tuple[list[a.Item], int, a.Item | None]:
         """The keys of the tenant's items in one page of a whole-table Scan (consistent), after `position`: every item
         under `T#{tenant}` (its runs' followers items among them), the tenant's API keys and live connections (each
         keyed by its own id, naming its tenant) and its runs' due items (store/due_index.py: in the deployment's
-        partitions, named by their sort key); (keys, items the page read, where the next page starts)."""
+        partitions, named by their sort key); (keys, items the page read, where the next page starts). `where`: the
+        table scanned (store/layout.py)."""
         kwargs: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.table_named(where),
             "FilterExpression": "pk = :bare OR begins_with(pk, :own) OR (begins_with(pk, :keys) AND sk = :key "
             "AND #tenant = :tenant) OR (begins_with(pk, :live) AND sk = :conn AND #tenant = :tenant) "
             "OR (begins_with(pk, :due) AND begins_with(sk, :owndue))",
@@ -384,10 +389,10 @@ class TenantRecords:
         got = self.client.scan(**kwargs)
         return list(got.get("Items") or []), int(got.get("ScannedCount", 0)), got.get("LastEvaluatedKey")
 
-    def delete(self, keys: list[a.Item]) -> None:
+    def delete(self, keys: list[a.Item], where: str = FIRST) -> None:
         for start in range(0, len(keys), BATCH_WRITE_MAX):
             pending: dict[str, Any] = {
-                self.table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE_MAX]]
+                self.table_named(where): [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE_MAX]]
             }
             for attempt in range(10):
                 pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}

@@ -28,7 +28,7 @@ from interlude.store import audit as audit_log
 from interlude.store import idempotency
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
-from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK
+from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, SECOND
 from interlude.store.table import Table
 
 if TYPE_CHECKING:
@@ -162,7 +162,8 @@ class TransactionalTable(Table):
             )
         for _, op in items:
             body = next(iter(op.values()))
-            body["TableName"] = self.table
+            # An item of a family in the second table names it by its mark (store/layout.py); the rest are the first's.
+            body["TableName"] = self.entries_table if body.get("TableName") == SECOND else self.table
             body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             # What an update sets counts toward its item as much as what a put writes (the run head is updated).
             written = body.get("Item") or body.get("ExpressionAttributeValues")

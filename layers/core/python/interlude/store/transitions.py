@@ -29,7 +29,7 @@ from interlude.store import run_items
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
 from interlude.store.inbox import Entry, InboxIndex, added_delegate_families, closed_entries
 from interlude.store.interactions import transition_items as interaction_items
-from interlude.store.layout import RUN_SK, interrupt_sk, run_pk
+from interlude.store.layout import FIRST, RUN_SK, SECOND, interrupt_sk, run_pk
 from interlude.store.runs import RunStore
 from interlude.store.task_items import abandoned_update
 from interlude.store.transactions import QUOTA_NOUNS, Labelled, LostRace, TransactionalTable, within_one_item
@@ -83,7 +83,7 @@ class TransitionStore(TransactionalTable, RunStore):
         if counter is not None:
             items.append(counter)
         gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, before=True)] if before else []
-        inbox = InboxIndex(self.table, self.client)
+        inbox = InboxIndex(self.table, self.client, self.entries_table)
         # The inbox entries of the gates it opens expire with the gates' items (docs/adr/0154): those of a transition
         # stopped before its transaction, or refused, go with the gate it never wrote.
         entries_expiry = gates_expiry(state, now_iso, expires, before)
@@ -108,7 +108,8 @@ class TransitionStore(TransactionalTable, RunStore):
         except (LostRace, DomainError, KeyAlreadyUsed):
             # Refused, so nothing was written; a run never created shares its entries and gates with no other writer.
             if expected_version is None and undo:
-                inbox.batch_write([{"DeleteRequest": {"Key": key}} for key in undo])
+                for where, keys in undo.items():
+                    inbox.delete_keys(keys, where)
             raise
         if closed and not docs:
             # No event batch to carry them to dispatch. No engine path closes an interrupt without an event
@@ -129,19 +130,25 @@ class TransitionStore(TransactionalTable, RunStore):
         expected_version: int | None,
         gates: list[a.Item],
         entries_expiry: int | None = None,
-    ) -> list[a.Item]:
+    ) -> dict[str, list[a.Item]]:
         """Put the index entries the transition adds, before its transaction: the inbox entries of the interrupts it
         opens (and of a gate's new delegates), expiring at `entries_expiry` when given, and a new run's listing entry,
         and `gates`, a new run's gates' items (`gates_put_before`). Their keys, to remove them again if the transaction
-        is refused. Closed interrupts' entries are deleted by dispatch from the event batch's image (docs/adr/0048)."""
+        is refused, by table. Closed interrupts' entries are deleted by dispatch from the event batch's image (docs/adr/0048).
+        An inbox entry goes to the table its gate's are in (a new gate's: where this release writes them)."""
         state = transition.state
         for gate in gates:
             within_one_item(gate)  # refused before anything is written, as the transaction refuses it
         puts: list[a.Item] = list(gates)
         keys: list[a.Item] = [_key_of(gate) for gate in gates]
+        elsewhere: dict[str, list[a.Item]] = {}
         for entry in _added_entries(transition):
-            puts += [{**item, **run_items.expiring(entries_expiry)} for item in entry.items()]
-            keys += entry.index_keys()
+            written = [{**item, **run_items.expiring(entries_expiry)} for item in entry.items()]
+            if entry.where == FIRST:
+                puts += written
+                keys += entry.index_keys()
+            else:
+                elsewhere.setdefault(entry.where, []).extend(written)
         # The run search's entries (rules/run_search.py): a new run's tags, searchable metadata and name words; the
         # title words of the gates the transition opens (left when a gate closes: a page reads the run's open gates).
         searched = run_search.gate_families(state, (i.payload for i in transition.opened))
@@ -154,13 +161,15 @@ class TransitionStore(TransactionalTable, RunStore):
             puts.append(item)
             if expected_version is None:
                 keys.append(_key_of(item))
+        for where, items in elsewhere.items():
+            inbox.batch_write([{"PutRequest": {"Item": item}} for item in items], where)
         if puts:
             inbox.batch_write([{"PutRequest": {"Item": item}} for item in puts])
-        return keys
+        return {FIRST: keys, **{where: [_key_of(item) for item in items] for where, items in elsewhere.items()}}
 
-    def delete_inbox_entries(self, keys: list[a.Item]) -> None:
-        """Delete inbox index entries by key (those a closing transition named: store/inbox.py); idempotent."""
-        InboxIndex(self.table, self.client).delete_keys(keys)
+    def delete_inbox_entries(self, keys: list[tuple[str, a.Item]]) -> None:
+        """Delete inbox index entries by (table, key) (those a closing transition named: store/inbox.py); idempotent."""
+        InboxIndex(self.table, self.client, self.entries_table).delete_marked(keys)
 
 
 def _key_of(item: a.Item) -> a.Item:
@@ -310,10 +319,11 @@ def transition_items(
         if close is not None:  # a format-3 gate's close writes nothing to its item
             items.append((interrupt_sk(c.interrupt.key), {"Update": close}))
     items += [
-        (INBOX_ENTRY_LABEL, {"Put": {"Item": item}})
+        (INBOX_ENTRY_LABEL, {"Put": {"Item": item, **({"TableName": SECOND} if entry.where == SECOND else {})}})
         for u in transition.updated
         if u.nodeId in assigned
-        for item in Entry.of(state.tenant, state.runId, state.workflowId, u).items()
+        for entry in [Entry.of(state.tenant, state.runId, state.workflowId, u)]
+        for item in entry.items()
     ]
     # The tasks of visits the run stopped waiting for end with it (store/task_items.py).
     items += [abandoned_update(state.runId, n, p, kept) for n, p in transition.abandoned if p.kind == TASK]

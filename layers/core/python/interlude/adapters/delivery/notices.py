@@ -17,6 +17,8 @@ from interlude.domain.ids import derive_opaque, to_wire
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.events import RUN_END_EVENTS
 from interlude.engine.visits import interrupt_key, visit_of
+from interlude.store import layout
+from interlude.store.layout import marked_message
 
 NOTICE_VERSION = 1
 INTERRUPT_EVENTS = ("interrupt.requested", "interrupt.resolved")
@@ -132,8 +134,11 @@ def queue_messages(tenant: str, callback_url: str, notices: list[dict[str, Any]]
     """The messages that deliver one transition's notices: one for them all (format 10, ADR 0155: one delivery, its
     notices in order) once this release writes it, else one each."""
     if len(notices) > 1 and formats.NOTICE_BUNDLES_WRITTEN:
-        return [bundle_message([queue_message(tenant, callback_url, n) for n in notices])]
-    return [queue_message(tenant, callback_url, n) for n in notices]
+        messages = [bundle_message([queue_message(tenant, callback_url, n) for n in notices])]
+    else:
+        messages = [queue_message(tenant, callback_url, n) for n in notices]
+    # Each names the table its delivery's record is written in (store/layout.py), for the worker.
+    return [marked_message(m, layout.DELIVERY_RECORDS.written) for m in messages]
 
 
 def bundle_message(messages: list[dict[str, Any]]) -> dict[str, Any]:

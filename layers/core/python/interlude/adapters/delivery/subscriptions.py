@@ -26,6 +26,8 @@ from interlude.adapters.subscription_secrets import SubscriptionSecrets
 from interlude.domain.clock import iso
 from interlude.domain.ids import tenant_bound, tenant_of
 from interlude.rules.webhooks import delivery_body, delivery_opaque, signing_secrets
+from interlude.store import layout
+from interlude.store.layout import marked_message
 
 MESSAGE_KIND = "webhook"
 SIGNATURE_ALGORITHM = "v1"
@@ -35,7 +37,9 @@ MAX_CACHED_SECRETS = 4096
 
 
 def webhook_message(webhook_id: str, run_id: str, event: dict[str, Any]) -> dict[str, Any]:
-    return {
+    """A subscription's delivery of an event, naming the table its record is written in (store/layout.py; a replay
+    names the one it found the record in instead)."""
+    message = {
         "v": 1,
         "kind": MESSAGE_KIND,
         "tenant": tenant_of(webhook_id),
@@ -46,6 +50,7 @@ def webhook_message(webhook_id: str, run_id: str, event: dict[str, Any]) -> dict
         "eventType": event["type"],
         "deliveryId": delivery_opaque(webhook_id, run_id, event["sequence"]),
     }
+    return marked_message(message, layout.DELIVERY_RECORDS.written)
 
 
 def v1_signature(secret: str, timestamp: int, body: bytes) -> str:

@@ -47,6 +47,7 @@ from interlude.store.deliveries import (
     bundle_ref,
     public_attempts,
 )
+from interlude.store.layout import message_table
 from interlude.store.leases import Claim
 from interlude.store.webhooks import WebhookStore
 
@@ -139,14 +140,14 @@ class Worker(LeasedWorker[Outgoing]):
         if notice.get("nodeId"):
             fields["nodeId"] = notice["nodeId"]
         label = f"notice {notice['id']}"
-        ref = Notice(notice["runId"], notice["id"], notice["type"], notice.get("sequence"))
+        ref = Notice(notice["runId"], notice["id"], notice["type"], notice.get("sequence"), where=message_table(message))
         return self._outgoing(ref, label, message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
 
     def _bundle(self, message: dict[str, Any]) -> Outgoing:
         """The notices of one transition (format 10): one delivery, its notices dialled in order (`attempt`)."""
         parts = tuple(self._notice(message, notice) for notice in message[BUNDLE])
         first = parts[0]
-        ref = bundle_ref(first.ref.run_id, list(message[BUNDLE]))
+        ref = replace(bundle_ref(first.ref.run_id, list(message[BUNDLE])), where=first.ref.where)
         # Its attempt may dial every notice: its bound is theirs together.
         return replace(first, ref=ref, label=f"notices {ref.notice_id}+", lease_s=first.lease_s * len(parts), parts=parts)
 
@@ -179,7 +180,9 @@ class Worker(LeasedWorker[Outgoing]):
             "subscriptionId": webhook_id,
             "type": message["eventType"],
         }
-        ref = Notice(run_id, message["deliveryId"], message["eventType"], message["sequence"], webhook_id)
+        ref = Notice(
+            run_id, message["deliveryId"], message["eventType"], message["sequence"], webhook_id, where=message_table(message)
+        )
         return self._outgoing(ref, f"delivery {message['deliveryId']}", subscription["url"], fields, signed, dead)
 
     def _outgoing(

@@ -90,6 +90,9 @@ class OpenInterrupt(Mutable):
     # The format its interrupt item was written in (None: 1). A format-3 item (domain/formats.GATE_STATUS_ON_HEAD)
     # carries no status: the gate's close writes nothing to it, whichever release closes it (store/run_items.py).
     itemFormat: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The table its inbox entries are in (format 11, docs/adr/0161: "entries", the second; None: the first), so that
+    # every later write of them (a claim's put, a delegate's, the close's delete) goes where they are.
+    entriesTable: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def written_once(self) -> bool:
