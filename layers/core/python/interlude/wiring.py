@@ -473,12 +473,14 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         # Inbox entries' backfills (which exist: BatchGetItem; the missing put: BatchWriteItem; read and rewritten:
         # Query, PutItem, UpdateItem); a run's retention sets its delivery records' and entries' expiry (Query,
-        # UpdateItem); the daily sweep reads a replayed delivery (GetItem) it queues again.
+        # UpdateItem); the daily sweep reads a replayed delivery (GetItem) it queues again, and passes over the second
+        # table (Scan: its delivery records, migrations/sweeps.records_sweep).
         entries_table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
+            "dynamodb:Scan",
             "dynamodb:BatchGetItem",
             "dynamodb:BatchWriteItem",
         ),

@@ -47,7 +47,7 @@ from interlude.migrations import PAGE_ITEMS, Migration, Progress, run_one
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.interactions import InteractionStore
-from interlude.store.layout import RUN_PARTITION, RUN_SK, run_id_of, tenant_of_pk
+from interlude.store.layout import RUN_PARTITION, RUN_SK, SECOND, run_id_of, tenant_of_pk
 from interlude.store.leases import PENDING
 from interlude.store.limits import USAGE_SK
 from interlude.store.migrations import MigrationStore, Scan
@@ -242,6 +242,27 @@ def daily_sweep(now: datetime) -> Migration:
 
 
 RETENTION_SWEEP_ID = "retention-sweep"
+RECORDS_SWEEP_ID = "retention-sweep-entries"
+
+
+def records_sweep(now: datetime) -> Migration:
+    """The sweep's pass over the second table (store/layout.py): its delivery records, as the first pass finds the
+    first table's (a replay stopped before its send; a record without an expiry names its run, retained or kept)."""
+    stuck_before = iso(now - timedelta(seconds=STUCK_AFTER_S))
+    return Migration(
+        RECORDS_SWEEP_ID,
+        "retention_sweep_entries",
+        "the daily sweep's pass over the second table's delivery records",
+        Scan(
+            "(contains(pk, :run_items) AND attribute_not_exists(#ttl))"
+            " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)",
+            {":run_items": f"#{RUN_PARTITION}#", ":unit": "N", ":pending": PENDING, ":stuck": stuck_before},
+            {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status"},
+            "pk, sk, #status, reopenedAt, attempts, reopenedFrom, #ttl",
+            table=SECOND,
+        ),
+        lambda store, items: _swept(store, items, now),
+    )
 
 
 def sweep(
@@ -254,8 +275,13 @@ def sweep(
     clock: Clock = clock_.now,
 ) -> bool | None:
     """A turn of the retention sweep: True when its pass is whole, False when time ran out (the next turn goes on),
-    None when another runner holds it. `start`: a pass done already starts over (the schedule's turn)."""
-    store = MigrationStore(table.table, table.client)
+    None when another runner holds it. `start`: a pass done already starts over (the schedule's turn). A pass is the
+    first table's, then the second's."""
+    store = MigrationStore(table.table, table.client, table.entries_table)
     if start:
         store.start_over(RETENTION_SWEEP_ID, iso(clock()))
-    return run_one(table, store, daily_sweep(clock()), owner, __version__, more_time, report, page_items, clock)
+        store.start_over(RECORDS_SWEEP_ID, iso(clock()))
+    done = run_one(table, store, daily_sweep(clock()), owner, __version__, more_time, report, page_items, clock)
+    if not done:
+        return done
+    return run_one(table, store, records_sweep(clock()), owner, __version__, more_time, report, page_items, clock)

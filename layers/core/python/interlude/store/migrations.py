@@ -21,7 +21,7 @@ from interlude import wiring
 from interlude.domain.budgets import TRANSACT_MAX_ITEMS
 from interlude.store import attributes as a
 from interlude.store.inbox import InboxIndex
-from interlude.store.layout import RUN_SK
+from interlude.store.layout import FIRST, RUN_SK, SECOND
 from interlude.store.table import batch_get, conditionally
 
 MIGRATION_PK = "MIGRATION"
@@ -39,6 +39,8 @@ class Scan(NamedTuple):
     values: Mapping[str, str | int]
     names: dict[str, str] = {}
     projection: str | None = None
+    # The table scanned (store/layout.py): the first, or the second's moved families.
+    table: str = FIRST
 
 
 # Every run head with its state and version: the scan of the migrations that rewrite what a run's state implies, on
@@ -51,9 +53,11 @@ class LeaseLost(Exception):
 
 
 class MigrationStore:
-    def __init__(self, table: str, client: Any) -> None:
+    def __init__(self, table: str, client: Any, entries_table: str | None = None) -> None:
         self.table = table
         self.client = client
+        # The second table, for a scan of it (Scan.table); a store without it scans only the first.
+        self.entries_table = entries_table
 
     def checkpoints(self) -> dict[str, dict[str, Any]]:
         """Every migration's checkpoint, by id (a migration never started has none)."""
@@ -152,8 +156,10 @@ class MigrationStore:
     def scan_page(self, scan: Scan, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
         """One page of the items `scan` selects, after `position`: (items, how many the page read, where the next
         page starts: None at the table's end). `limit` bounds the items read, whatever the filter keeps."""
+        if scan.table == SECOND and self.entries_table is None:
+            raise ValueError("a scan of the second table needs its name")
         kwargs: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.entries_table if scan.table == SECOND else self.table,
             "FilterExpression": scan.filter,
             "ExpressionAttributeValues": {
                 name: a.n(value) if isinstance(value, int) else a.s(value) for name, value in scan.values.items()

@@ -388,8 +388,12 @@ class RetentionStore(Table):
         last = got.get("LastEvaluatedKey")
         if where == SECOND:
             return RunPage(items, SECOND_PAGES + last[wiring.SORT_KEY]["S"] if last else None, head)
-        # The first table's partition read to its end: the second's follows.
-        return RunPage(items, last[wiring.SORT_KEY]["S"] if last else SECOND_PAGES, head)
+        if last:
+            return RunPage(items, last[wiring.SORT_KEY]["S"], head)
+        # The first table's partition read to its end: the second's first page follows in the same page (a run whose
+        # items fit one page is still retained in one).
+        rest = self.items_page(run_id, SECOND_PAGES)
+        return RunPage(items + rest.items, rest.last, head)
 
     def set_item_ttl(self, run_id: str, sk: str, ttl: int | None, where: str = FIRST) -> None:
         """One item of the run's partition (in table `where`) expires at `ttl` (None: never, its ttl removed); an item
