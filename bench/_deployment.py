@@ -84,6 +84,8 @@ class Invocation:
     largest_by_kind: dict[str, int] = field(default_factory=dict)
     # Write units by partition key (the base table's and each GSI's), for the hot-partition ceilings.
     wru_by_partition: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # Write units by table (TABLES: each table's 40,000 WRU/s is its own, docs/adr/0161), its GSIs' apart.
+    wru_by_table: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     failed_writes: int = 0
     # Calls that wrote the request counter (priced apart, per request at a pace: not this run's windows).
     counter_calls: int = 0
@@ -102,15 +104,20 @@ class Invocation:
     secrets: Counter[str] = field(default_factory=Counter)
 
 
+# The deployment's tables as the bench names them (wiring.TABLES: the first, and the second, docs/adr/0161).
+TABLES = ("table", "entries table")
+
+
 class Meter:
     """Counts and meters every AWS call made while an invocation (or a poller) is being recorded."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, entries_table: str) -> None:
         import boto3
         from botocore.client import BaseClient
         from moto.core.botocore_stubber import BotocoreStubber
 
         self.table = table
+        self.entries_table = entries_table
         self.current: Invocation | None = None
         # CPU seconds that were not the function's (on any of its threads): moto serving a call, this meter measuring it.
         self.excluded = 0.0
@@ -230,7 +237,7 @@ class Meter:
         record.billed[f"dynamodb:{operation}"] += 1
         record.head_reads += self._head_reads(operation, params)
         writes = self._writes(operation, params)
-        olds = [self._item(key) for key, _, _ in writes]
+        olds = [self._item(table, key) for table, key, _, _ in writes]
         unit = 1.0 if params.get("ConsistentRead") or any(
             body.get("ConsistentRead") for body in (params.get("RequestItems") or {}).values() if isinstance(body, dict)
         ) else 0.5
@@ -242,10 +249,10 @@ class Meter:
         if service != "dynamodb" or pending is None:
             return
         writes, olds, unit = pending
-        if any("#RATE" in key["pk"]["S"] for key, _, _ in writes):
+        if any("#RATE" in key["pk"]["S"] for _, key, _, _ in writes):
             record.counter_calls += 1
-        for (key, factor, deleted), old in zip(writes, olds, strict=True):
-            now = self._item(key)
+        for (table, key, factor, deleted), old in zip(writes, olds, strict=True):
+            now = self._item(table, key)
             if answer is None:
                 record.failed_writes += 1
             # A delete is billed by the item it removed; a put or an update by the larger of the item it met and the
@@ -257,6 +264,7 @@ class Meter:
             pk, sk = key["pk"]["S"], key["sk"]["S"]
             kind = kind_of(pk, sk)
             record.wru += units
+            record.wru_by_table[self._named(table)] += units
             record.wru_by_kind[kind] += units
             record.largest_by_kind[kind] = max(size, record.largest_by_kind.get(kind, 0))
             record.wru_by_partition[pk] += units
@@ -297,32 +305,35 @@ class Meter:
         return 0
 
     @staticmethod
-    def _writes(operation: str, params: dict[str, Any]) -> list[tuple[dict[str, Any], int, bool]]:
-        """(key, factor, is a delete) per item the call writes."""
+    def _writes(operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, bool]]:
+        """(table, key, factor, is a delete) per item the call writes."""
         if operation == "TransactWriteItems":
             out = []
             for op in params["TransactItems"]:
                 kind, body = next(iter(op.items()))
                 key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
-                out.append((key, 2, kind == "Delete"))
+                out.append((body["TableName"], key, 2, kind == "Delete"))
             return out
         if operation in ("PutItem", "UpdateItem", "DeleteItem"):
             key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
-            return [(key, 1, operation == "DeleteItem")]
+            return [(params["TableName"], key, 1, operation == "DeleteItem")]
         if operation == "BatchWriteItem":
             out = []
-            for requests in params["RequestItems"].values():
+            for table, requests in params["RequestItems"].items():
                 for request in requests:
                     if "PutRequest" in request:
                         item = request["PutRequest"]["Item"]
-                        out.append(({k: item[k] for k in ("pk", "sk")}, 1, False))
+                        out.append((table, {k: item[k] for k in ("pk", "sk")}, 1, False))
                     else:
-                        out.append((request["DeleteRequest"]["Key"], 1, True))
+                        out.append((table, request["DeleteRequest"]["Key"], 1, True))
             return out
         return []
 
-    def _item(self, key: dict[str, Any]) -> dict[str, Any] | None:
-        got: dict[str, Any] | None = self.reader.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+    def _named(self, table: str) -> str:
+        return TABLES[1] if table == self.entries_table else TABLES[0]
+
+    def _item(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        got: dict[str, Any] | None = self.reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         return got
 
     def stored(self) -> tuple[int, int, int]:
@@ -337,9 +348,10 @@ class Meter:
         return items, size, indexed
 
     def items(self) -> list[dict[str, Any]]:
-        """Every item of the table, read by this meter (not counted)."""
+        """Every item of both tables, read by this meter (not counted)."""
         with self.excluding():
-            pages = self.reader.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True)
+            scan = self.reader.get_paginator("scan").paginate
+            pages = [page for table in (self.table, self.entries_table) for page in scan(TableName=table, ConsistentRead=True)]
             return [item for page in pages for item in page["Items"]]
 
 
@@ -372,7 +384,7 @@ class Deployment:
         self.receiver = Receiver().start()
         self.stream = Stream(self.table)
         self.stream.take()  # nothing yet; makes its clients outside any measurement
-        self.meter = Meter(self.table)
+        self.meter = Meter(self.table, self.entries_table)
         self.sqs = boto3.client("sqs")
         self.arns = {
             name: self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

@@ -30,6 +30,7 @@ import sys
 from collections import defaultdict
 from typing import Any
 
+from _deployment import TABLES
 from _prices import CALL_MS, QUOTAS, VCPU_MB
 from cost_per_million import SIDE_BY_SIDE, construct_default, duration_ms, is_lambda, measured_lifecycles, memory_mb
 
@@ -84,6 +85,7 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     billed: dict[str, float] = defaultdict(float)
     requests = wru = rru = 0.0
     gsi_wru = 0.0
+    table_wru: dict[str, float] = dict.fromkeys(TABLES, 0.0)
     outbox = {"records": 0, "head_reads": 0, "cpu_ms": 0.0, "one_at_a_time_s": 0.0}
     bucket_firings = 0
     for inv in invocations:
@@ -110,11 +112,23 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
         gsi = sum(units for kind, units in inv["wru_by_kind"].items() if kind.endswith(": GSI"))
         gsi_wru += gsi
         wru += inv["wru"] - gsi
+        for table, units in inv.get("wru_by_table", {}).items():
+            table_wru[table] += units
     return {
         "busy_s": dict(busy_s), "billed": dict(billed), "requests": requests, "wru": wru, "gsi_wru": gsi_wru, "rru": rru,
+        "table_wru": table_wru,
         "outbox": outbox, "bucket_firings": bucket_firings,
         "due_wru": sum(u for inv in invocations for pk, u in inv["wru_by_partition"].items() if pk.startswith(DUE_PK_PREFIX)),
     }
+
+
+def table_writes(found: dict[str, Any], table_wru: float) -> list[tuple[str, float, str]]:
+    """Each table's own 40,000 WRU/s (no account-level quota on demand: docs/adr/0161): a row per table written."""
+    return [
+        (f"DynamoDB writes, {table}", table_wru / units, f"{table_wru:g} WRU/s ÷ {units:g}")
+        for table, units in found["table_wru"].items()
+        if units
+    ]
 
 
 def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, float, str]]:
@@ -137,7 +151,8 @@ def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, 
                            f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
         elif spec.reads_stream:
             # STREAM_PARALLELIZATION invocations per shard at a time; shards ≥ max(initial partitions, WRU/s ÷ 1,000).
-            wru = found["wru"] + found["gsi_wru"]
+            # Only the first table has a stream (docs/adr/0161).
+            wru = found["table_wru"][TABLES[0]] + found["gsi_wru"]
             lanes = wiring.STREAM_PARALLELIZATION
             initial = q["initial_partitions"] * lanes
             if reserved and cap is not None:
@@ -153,7 +168,7 @@ def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, 
             limits.append((f"{spec.name}: reserved concurrency {cap}", cap / held, f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
     if found["requests"]:
         limits.append(("HTTP API requests", q["http_api_rps"] / found["requests"], f"{q['http_api_rps']:g} ÷ {found['requests']:g}"))
-    limits.append(("DynamoDB table writes", q["table_wru"] / found["wru"], f"{q['table_wru']:g} WRU/s ÷ {found['wru']:g}"))
+    limits += table_writes(found, q["table_wru"])
     if found["gsi_wru"]:
         limits.append(("DynamoDB GSI writes", q["table_wru"] / found["gsi_wru"], f"{q['table_wru']:g} ÷ {found['gsi_wru']:g}"))
     limits.append(("DynamoDB table reads", q["table_rru"] / found["rru"], f"{q['table_rru']:g} RRU/s ÷ {found['rru']:g}"))

@@ -33,10 +33,10 @@ FIXTURE = FIXTURES / "conformance-approval.json"
 
 def main() -> None:
     with mock_aws():
-        create_tables(boto3.client("dynamodb"), "bench")
+        tables = create_tables(boto3.client("dynamodb"), "bench")
         services = http.services()
         created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        meter = Meter("bench")
+        meter = Meter(*tables)
 
         def call(method: str, path: str, body: object, key: str | None) -> tuple[int, Counter[str], str, float, float]:
             headers = {"authorization": f"Bearer {created['apiKey']}", "content-type": "application/json"}

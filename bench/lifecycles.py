@@ -50,7 +50,7 @@ offline_aws(
     AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
 )
 
-from _deployment import Deployment, Invocation, item_size, log_bytes  # noqa: E402
+from _deployment import TABLES, Deployment, Invocation, item_size, log_bytes  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -351,6 +351,11 @@ def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
         "wru": record.wru - counter - record.wru_by_kind.get("request counter: GSI", 0.0),
         "rru": record.rru,
         "wru_by_kind": dict(kinds),
+        # The request counter's are the first table's (its item is there).
+        "wru_by_table": {
+            name: units - (counter if name == TABLES[0] else 0.0)
+            for name, units in record.wru_by_table.items()
+        },
         "largest_by_kind": {k: v for k, v in record.largest_by_kind.items() if not k.startswith("request counter")},
         "wru_by_partition": {pk: u for pk, u in record.wru_by_partition.items() if "#RATE" not in pk},
         "failed_writes": record.failed_writes,
@@ -544,12 +549,14 @@ def summarise(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     calls: Counter[str] = Counter()
     by_function: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
+    tables: Counter[str] = Counter(dict.fromkeys(TABLES, 0.0))
     largest: dict[str, int] = {}
     for inv in invocations:
         calls.update(inv["calls"])
         if inv["trigger"] != "poller":
             by_function[inv["function"]] += 1
         kinds.update(inv["wru_by_kind"])
+        tables.update(inv.get("wru_by_table", {}))
         for kind, size in inv.get("largest_by_kind", {}).items():
             largest[kind] = max(size, largest.get(kind, 0))
     return {
@@ -559,6 +566,7 @@ def summarise(invocations: list[dict[str, Any]]) -> dict[str, Any]:
         "wru": sum(i["wru"] for i in invocations),
         "rru": sum(i["rru"] for i in invocations),
         "kinds": kinds,
+        "tables": tables,
         "cpu_ms": sum(i["cpu_ms"] for i in invocations),
     }
 
@@ -593,6 +601,8 @@ def main() -> None:
             f"quiet); invocations: {', '.join(f'{k} {v}' for k, v in busy['invocations'].items())}; "
             f"CPU {busy['cpu_ms']:.0f} ms in all"
         )
+        tables = ", ".join(f"{name} {busy['tables'][name]:g}" for name in TABLES)
+        print(f"  write units by table: {tables} (each table's own 40,000 WRU/s)")
         print(f"  write units by item kind: {', '.join(f'{k} {v:g}' for k, v in busy['kinds'].most_common())}")
         print(f"  largest item written by kind (billed size, and the room left under its next KB): {item_sizes(busy['largest'])}")
         print(f"  stored after it: {found['stored']['items']} items, {found['stored']['bytes']} B")
