@@ -1,7 +1,7 @@
-"""The second table (docs/adr/0161) as this release reads it: what the next release writes there (its switches,
-store/layout.py's INBOX_ENTRIES and DELIVERY_RECORDS, turned on here as that release has them) is listed, worked,
-closed, retained and replayed by this one, which writes every new item to the first table; and an inbox page
-over both tables keeps its order and its cursor.
+"""The second table (docs/adr/0161) as the reader release (0.5.0) reads it: what the writer release (0.6.0) writes
+there (store/layout.py's INBOX_ENTRIES and DELIVERY_RECORDS, set here as each release has them) is listed, worked,
+closed, retained and replayed by the reader, which writes every new item to the first table; and an inbox page over
+both tables keeps its order and its cursor.
 
 Real moto tables and stream, the real dispatch and callbacks workers, a receiver on 127.0.0.1."""
 
@@ -28,7 +28,8 @@ from tests.support.receiver import delivering_to_loopback
 from tests.support.stream import Stream
 
 MAX_ATTEMPTS = 2
-# The next release's placement of both families (its writer); this one's is layout's own.
+# Where each release writes both families' new items, and reads them.
+READER = layout.Placement(written=FIRST, read=(FIRST, SECOND))
 WRITER = layout.Placement(written=SECOND, read=(FIRST, SECOND))
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t"}}
 
@@ -42,13 +43,11 @@ def services(world, monkeypatch) -> Services:
 
 @pytest.fixture
 def releases(monkeypatch):
-    """`releases(writer=True)`: what follows is written as the next release writes it; False: as this one does."""
-    reader = (layout.INBOX_ENTRIES, layout.DELIVERY_RECORDS)
+    """`releases(writer=True)`: what follows runs as the writer release; False: as the reader release."""
 
     def release(writer: bool) -> None:
-        inbox, records = (WRITER, WRITER) if writer else reader
-        monkeypatch.setattr(layout, "INBOX_ENTRIES", inbox)
-        monkeypatch.setattr(layout, "DELIVERY_RECORDS", records)
+        monkeypatch.setattr(layout, "INBOX_ENTRIES", WRITER if writer else READER)
+        monkeypatch.setattr(layout, "DELIVERY_RECORDS", WRITER if writer else READER)
 
     return release
 
@@ -80,11 +79,11 @@ def listed(services, admin, limit: int = 25, cursor: str | None = None, sort: st
     return [i["runId"] for i in page["interrupts"]], page["nextCursor"]
 
 
-def test_a_gate_whose_entries_the_next_release_put_in_the_second_table_is_listed_worked_and_closed_there(
+def test_a_gate_whose_entries_the_writer_put_in_the_second_table_is_listed_worked_and_closed_there(
     services, admin, tenant, releases
 ):
     stream = Stream(services.store.table)
-    # Given a gate opened by the next release: its entries in the second table, its head and its item saying so
+    # Given a gate opened by the writer release: its entries in the second table, its head and its item saying so
     releases(writer=True)
     run_id = gate_run(services, admin)
     stream.settle()
@@ -96,7 +95,7 @@ def test_a_gate_whose_entries_the_next_release_put_in_the_second_table_is_listed
     item = services.store.client.get_item(TableName=services.store.table, Key=a.key(run_pk(run_id), interrupt_sk(interrupt.key)))
     assert item["Item"][ENTRIES_TABLE] == a.s(SECOND)
 
-    # When this release runs it (rolled back): its inbox lists the gate
+    # When the reader release runs it (a rollback): its inbox lists the gate
     releases(writer=False)
     assert listed(services, admin)[0] == [run_id]
     # and a claim puts the gate's entries again where they are, each naming who works it
@@ -123,7 +122,7 @@ def test_a_gate_whose_entries_the_next_release_put_in_the_second_table_is_listed
 
 
 def test_a_page_over_both_tables_keeps_its_order_and_its_cursor(services, admin, tenant, releases):
-    # Given gates opened by this release, then by the next, then by this one again (after a rollback)
+    # Given gates opened by the reader release, then by the writer, then by the reader again (a rollback), and so on
     opened = []
     for writer in (False, True, False, True):
         releases(writer=writer)
@@ -143,11 +142,11 @@ def test_a_page_over_both_tables_keeps_its_order_and_its_cursor(services, admin,
         assert seen == order, sort
 
 
-def test_a_delivery_record_the_next_release_wrote_in_the_second_table_is_listed_replayed_and_retained(
+def test_a_delivery_record_the_writer_wrote_in_the_second_table_is_listed_replayed_and_retained(
     services, admin, tenant, receiver, world, releases, monkeypatch
 ):
     monkeypatch.setattr(replay_module, "MAX_REPLAYS", 1)
-    # Given a run whose `interrupt.requested` notice the next release delivered, the endpoint down for every attempt
+    # Given a run whose `interrupt.requested` notice the writer release delivered, the endpoint down for every attempt
     releases(writer=True)
     receiver.script[:] = [500] * MAX_ATTEMPTS
     run_id = gate_run(services, admin, receiver.url())
@@ -158,7 +157,7 @@ def test_a_delivery_record_the_next_release_wrote_in_the_second_table_is_listed_
     (record,) = [i for i in items_of(services, SECOND, tenant, "#R#") if i["sk"].startswith("N#")]
     assert record["status"] == "dead"
 
-    # When this release lists the run's deliveries, and replays the dead notice
+    # When the reader release lists the run's deliveries, and replays the dead notice
     releases(writer=False)
     attempts = services.deliveries.run_deliveries(admin, run_id)["deliveries"]
     assert [d["attempt"] for d in attempts] == list(range(1, MAX_ATTEMPTS + 1))
@@ -189,3 +188,22 @@ def test_a_delivery_record_the_next_release_wrote_in_the_second_table_is_listed_
     head = services.store.client.get_item(TableName=services.store.table, Key=a.key(run_pk(run_id), "RUN"))["Item"]
     kept = [i for i in items_of(services, SECOND, tenant, "#R#") if i["sk"].startswith("N#")]
     assert [i.get("ttl") for i in kept] == [int(head["ttl"]["N"])]
+
+
+def test_a_runs_dead_notices_in_the_second_table_are_recovered_once(services, admin, tenant, receiver, world, releases):
+    # Given a run whose notice the writer release dead-lettered in the second table
+    releases(writer=True)
+    receiver.script[:] = [500] * MAX_ATTEMPTS
+    run_id = gate_run(services, admin, receiver.url())
+    Stream(world.table).pump()
+    drain(world.queues)
+    # When the reader release recovers the run's dead callback notices
+    releases(writer=False)
+    receiver.script[:] = [200]
+    recovered = services.replay.recover_run(admin, run_id, "callback-deliveries")
+    drain(world.queues)
+    # Then the one dead notice was counted, queued and POSTed once more, its record delivered where it is
+    assert (recovered["matched"], recovered["queued"], recovered["status"]) == (1, 1, "completed")
+    assert len(receiver.hits) == MAX_ATTEMPTS + 1
+    (record,) = [i for i in items_of(services, SECOND, tenant, "#R#") if i["sk"].startswith("N#")]
+    assert record["status"] == "delivered"

@@ -45,6 +45,7 @@ from interlude.engine.actions import provider_key
 from interlude.rules import notice_bundles, run_search
 from interlude.rules.retention import effect_expiry
 from interlude.store import attributes as a
+from interlude.store import layout
 from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk
 from interlude.store.effects import EffectStore, LedgerEntry
 from interlude.store.layout import marked_message, run_pk
@@ -128,7 +129,7 @@ class Replay:
 
     @cached_property
     def recoveries(self) -> RecoveryStore:
-        return RecoveryStore(self.store.table, self.store.client)
+        return RecoveryStore(self.store.table, self.store.client, self.store.entries_table)
 
     def now_iso(self) -> str:
         return iso(self.clock())
@@ -393,8 +394,8 @@ class Replay:
 
     def recover_run(self, principal: Principal, run_id: str, family: Family) -> dict[str, Any]:
         state, _ = self.runs.load_run(principal.tenant, run_id)
-        prefix, dead = self._ledger_of(family)
-        matched = self.recoveries.count_dead(run_pk(state.runId), prefix, dead, MAX_RECOVERY)
+        prefix, dead, tables = self._ledger_of(family)
+        matched = self.recoveries.count_dead(run_pk(state.runId), prefix, dead, MAX_RECOVERY, tables)
         key = recovery_key(run_pk(state.runId), FAMILY_KEYS[family])
         return self._start(principal, key, family, {"runId": state.runId}, matched)
 
@@ -458,8 +459,8 @@ class Replay:
             )
             outcomes = [self._settled(partial(self._webhook, r, s)) for r, s in page]
         else:
-            prefix, dead = self._ledger_of(family)
-            items, cursor = self.recoveries.dead_page(run_pk(record["runId"]), prefix, dead, cursor, TURN)
+            prefix, dead, tables = self._ledger_of(family)
+            items, cursor = self.recoveries.dead_page(run_pk(record["runId"]), prefix, dead, cursor, TURN, tables)
             got = self.store.get_run(record["runId"])
             if got is None:
                 return 0, len(items), None
@@ -481,11 +482,11 @@ class Replay:
         except Unrebuildable:
             return "unrebuildable"
 
-    def _ledger_of(self, family: Family) -> tuple[str, str]:
-        """The sort-key prefix and dead status of a run's ledger items of `family`."""
+    def _ledger_of(self, family: Family) -> tuple[str, str, tuple[str, ...]]:
+        """The sort-key prefix and dead status of a run's ledger items of `family`, and the tables they may be in."""
         if family == "callback-deliveries":
-            return notice_sk(CALLBACK_PREFIX), self.deliveries.DEAD
-        return NOTIFICATION_PREFIX, self.notifications.DEAD
+            return notice_sk(CALLBACK_PREFIX), self.deliveries.DEAD, layout.DELIVERY_RECORDS.read
+        return NOTIFICATION_PREFIX, self.notifications.DEAD, (layout.FIRST,)
 
 
 def stuck(held: dict[str, Any] | None) -> bool:

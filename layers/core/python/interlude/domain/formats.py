@@ -106,8 +106,10 @@ GATE_TEXT_OFF_EVENTS_WRITTEN = True
 # Whether a transition's callback notices (two or more) are queued as one message and delivered under one record, in
 # format 10: from 0.5.0, whose previous release (0.4.0) reads them (docs/adr/0155).
 NOTICE_BUNDLES_WRITTEN = True
-# Where the moved families' new items are written is store/layout.py's (INBOX_ENTRIES, DELIVERY_RECORDS): the first
-# table in 0.5.0, which reads format 11 and writes none of it.
+# Whether new inbox entries and delivery records are written to the second table, with their marks, in format 11
+# (store/layout.py's INBOX_ENTRIES and DELIVERY_RECORDS): from 0.6.0, whose previous release (0.5.0) reads them
+# (docs/adr/0161).
+ENTRIES_TABLE_WRITTEN = False
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

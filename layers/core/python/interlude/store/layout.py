@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 
 from interlude import wiring
 from interlude.domain.formats import ENTRIES_TABLE as ENTRIES_TABLE_FORMAT
-from interlude.domain.formats import FORMAT_FIELD
+from interlude.domain.formats import ENTRIES_TABLE_WRITTEN, FORMAT_FIELD
 
 # -- the tables: which holds each family that moved to the second (docs/adr/0161)
 
@@ -78,9 +78,11 @@ class Placement(NamedTuple):
     read: tuple[str, ...]
 
 
-# The reader release (format 11 read, not written): every new item in the first table, reads in both.
-INBOX_ENTRIES = Placement(written=FIRST, read=(FIRST, SECOND))
-DELIVERY_RECORDS = Placement(written=FIRST, read=(FIRST, SECOND))
+# Reads look in both tables while a deployment may hold items in either (until a release copies them: docs/adr/0161);
+# new items go to the second once this release writes format 11 (domain/formats.ENTRIES_TABLE_WRITTEN).
+_WRITTEN = SECOND if ENTRIES_TABLE_WRITTEN else FIRST
+INBOX_ENTRIES = Placement(written=_WRITTEN, read=(FIRST, SECOND))
+DELIVERY_RECORDS = Placement(written=_WRITTEN, read=(FIRST, SECOND))
 MOVED_FAMILIES = {"inbox entry": INBOX_ENTRIES, "delivery record": DELIVERY_RECORDS}
 
 

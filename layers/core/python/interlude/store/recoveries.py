@@ -20,6 +20,7 @@ from typing import Any
 
 from interlude import wiring
 from interlude.store import attributes as a
+from interlude.store.layout import FIRST, SECOND
 from interlude.store.table import conditionally
 
 RECOVERY_SK = "RECOVERY"
@@ -48,9 +49,10 @@ def recovery_key(pk: str, family: str | None) -> a.Item:
 
 
 class RecoveryStore:
-    def __init__(self, table: str, client: Any) -> None:
+    def __init__(self, table: str, client: Any, entries_table: str) -> None:
         self.table = table
         self.client = client
+        self.tables = {FIRST: table, SECOND: entries_table}
 
     def get(self, key: a.Item) -> tuple[dict[str, Any], int, str | None] | None:
         """(record, turns taken, cursor) of the scope's job, or None."""
@@ -107,24 +109,37 @@ class RecoveryStore:
     # -- a run's dead ledger items --------------------------------------------------------------------------------
 
     def dead_page(
-        self, pk: str, prefix: str, dead: str, after_sk: str | None, limit: int
+        self, pk: str, prefix: str, dead: str, after_sk: str | None, limit: int, tables: tuple[str, ...] = (FIRST,)
     ) -> tuple[list[dict[str, Any]], str | None]:
         """Ledger items under `prefix` in `pk` whose status is `dead`, in sort-key order, from after `after_sk`,
-        reading at most `limit` items: the dead ones (plain) and where the next page starts (None: none left)."""
-        query = {**self._dead(pk, prefix, dead), "Limit": limit, "ConsistentRead": True}
-        if after_sk is not None:
-            query["ExclusiveStartKey"] = a.key(pk, after_sk)
+        reading at most `limit` items: the dead ones (plain) and where the next page starts (None: none left).
+        `tables`: where the ledger's items may be (store/layout.py), read one after the other; `after_sk` names a
+        key of a later one after its mark and "@"."""
+        at = next((i for i, where in enumerate(tables) if after_sk is not None and after_sk.startswith(f"{where}@")), 0)
+        after = after_sk.split("@", 1)[1] or None if at and after_sk is not None else after_sk
+        query = {**self._dead(pk, prefix, dead, tables[at]), "Limit": limit, "ConsistentRead": True}
+        if after is not None:
+            query["ExclusiveStartKey"] = a.key(pk, after)
         got = self.client.query(**query)
         last = got.get("LastEvaluatedKey")
-        return [a.plain(i) for i in got.get("Items") or []], (last[wiring.SORT_KEY]["S"] if last else None)
+        mark = f"{tables[at]}@" if at else ""
+        if last:
+            return [a.plain(i) for i in got.get("Items") or []], mark + last[wiring.SORT_KEY]["S"]
+        following = f"{tables[at + 1]}@" if at + 1 < len(tables) else None
+        return [a.plain(i) for i in got.get("Items") or []], following
 
-    def count_dead(self, pk: str, prefix: str, dead: str, cap: int) -> int:
-        """How many ledger items under `prefix` are dead, counted up to `cap` + 1."""
-        return count_up_to(self.client, self._dead(pk, prefix, dead), cap)
+    def count_dead(self, pk: str, prefix: str, dead: str, cap: int, tables: tuple[str, ...] = (FIRST,)) -> int:
+        """How many ledger items under `prefix` are dead (in `tables`), counted up to `cap` + 1."""
+        counted = 0
+        for where in tables:
+            counted += count_up_to(self.client, self._dead(pk, prefix, dead, where), cap - counted)
+            if counted > cap:
+                break
+        return counted
 
-    def _dead(self, pk: str, prefix: str, dead: str) -> dict[str, Any]:
+    def _dead(self, pk: str, prefix: str, dead: str, where: str = FIRST) -> dict[str, Any]:
         return {
-            "TableName": self.table,
+            "TableName": self.tables[where],
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "FilterExpression": "#status = :dead",
             "ExpressionAttributeNames": {"#status": "status"},
