@@ -18,7 +18,7 @@ from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 with collector_paused():
     import json
     from functools import cache
-    from typing import Any
+    from typing import TYPE_CHECKING, Any
 
     from aws_lambda_powertools import Logger
 
@@ -40,11 +40,8 @@ with collector_paused():
         queue_search_keys,
         queue_turn,
     )
-    from interlude.app.search_keys import NotYet
-    from interlude.composition import services
     from interlude.config import settings
     from interlude.sdk_clients import use_packaged_models
-    from interlude.store.facade import Store
     from interlude.store.migrations import LEASE_S
 
     logger = Logger(service="interlude-migrate")
@@ -52,6 +49,10 @@ with collector_paused():
     metrics.count_caught_errors()
     config.check()
     use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
+
+if TYPE_CHECKING:
+    from interlude.composition import Services
+    from interlude.store.facade import Store
 
 # A turn stops taking pages with this much of its time left (a page takes seconds; the checkpoint and the next
 # turn's message, less).
@@ -61,8 +62,19 @@ RESOURCE_ID = "interlude-migrations"
 
 @cache
 def store() -> Store:
+    # Every aggregate's store (the run models, pydantic) loads with the first turn that reads the table.
+    from interlude.store.facade import Store
+
     cfg = settings()
     return Store(cfg.table_name, cfg.entries_table_name)
+
+
+def services() -> Services:
+    """The application services, loaded with the first retention, search-keys or re-stamp turn (a migrations turn
+    and the deploy's answer use none)."""
+    from interlude.composition import services as composed
+
+    return composed()
 
 
 def report(progress: migrations.Progress) -> None:
@@ -101,6 +113,8 @@ def take_retention_turn(message: dict[str, Any], context: Any) -> None:
 def take_search_keys_turn(message: dict[str, Any], context: Any) -> None:
     """A turn of a tenant's search-keys job (interlude.app.search_keys): older runs indexed under keys declared
     searchable, until a minute is left; the next turn queued while runs remain, or once the declaration has settled."""
+    from interlude.app.search_keys import NotYet
+
     margin = min(60_000, context.get_remaining_time_in_millis() // 4)
     try:
         done = services().search_keys.turn(message["tenant"], lambda: context.get_remaining_time_in_millis() > margin)

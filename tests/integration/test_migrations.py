@@ -279,6 +279,24 @@ def test_a_migration_run_again_writes_nothing(services, history, world):
     assert listings(services, history["tenant"])["runs"] == history["runs"]
 
 
+def test_a_turn_with_every_migration_done_imports_none_of_their_modules(services, monkeypatch):
+    """The migrate function's steady turn (after each deploy's first) loads no migration's module, nor what they use
+    (the run models, the services): it reads the checkpoints and is done."""
+    assert migrations.run_pending(services.store, "first", clock=services.clock).complete
+    loaded: list[str] = []
+    import_module = migrations.importlib.import_module
+
+    def watched(name: str, package: str | None = None) -> Any:
+        loaded.extend([name] if name.startswith(migrations.__name__ + ".") else [])
+        return import_module(name, package)
+
+    monkeypatch.setattr(migrations.importlib, "import_module", watched)
+    outcome = migrations.run_pending(services.store, "again", clock=services.clock)
+    assert outcome.complete
+    assert outcome.finished == []
+    assert loaded == []
+
+
 def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(services, history, world, moments):
     pages = iter(range(3))
     progress: list[migrations.Progress] = []

@@ -123,6 +123,20 @@ NOT_AT_IMPORT = {
         "jsonschema",
         "standardwebhooks",
     ],
+    # A turn of the table's migrations reads their checkpoints, and loads a migration's module (and the run models,
+    # pydantic) only while one is waiting; the whole store and the services load with the first turn that uses them
+    # (a retention, search-keys or re-stamp turn, a sweep); the deploy's answer uses neither.
+    "migrate": [
+        "boto3",  # interlude/sdk_clients.py
+        "pydantic",
+        "interlude.domain.models",
+        "interlude.store.facade",
+        "interlude.composition",
+        "interlude.app",
+        "interlude.engine",
+        "interlude.api",
+        "jsonschema",
+    ],
     # The audit sweep (every minute, in every deployment) reads no run: the service, the engine and pydantic load with
     # the first deadline, reminder or task check.
     "timeouts": [

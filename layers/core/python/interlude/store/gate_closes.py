@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from interlude.domain import formats
-from interlude.domain.models.run import state_from_json
 from interlude.store import attributes as a
 from interlude.store.layout import LAST_EVENT_SK, event_sk, run_pk
 
@@ -36,6 +35,10 @@ def written_once(doc: dict[str, Any]) -> bool:
 
 def open_ids(head: a.Item) -> set[str]:
     """The interruptIds of the gates a run head item holds open (its word on every format-3 item's status)."""
+    # The run model (and pydantic) loads with the first head read here: a function that imports the inbox's keys and
+    # reads no head (migrate's steady turn) never builds it.
+    from interlude.domain.models.run import state_from_json
+
     state = state_from_json(a.unpacked_json(head["state"]))
     return {interrupt.interruptId for interrupt in state.interrupts.values()}
 
