@@ -122,6 +122,17 @@ FIRST_USE: tuple[tuple[str, str, str], ...] = (
     # app/actions.py loads with the first outcome (nearly every message has one).
     ("actions", "its first message", "module.worker()\nimport interlude.engine.run"),
     ("notify", "its first message", "module.worker()"),
+    # A raised gate's or a reminder's message signs a link with the key ring, read with the session's own client
+    # (adapters/secret_values.py; Powertools' provider made a boto3 session of its own: docs/adr/0163).
+    (
+        "notify",
+        "its first message with a link (the key ring's client)",
+        "module.worker()\nfrom interlude.adapters import secret_values\nsecret_values._client()",
+    ),
+    # The whole store and the services load with the first turn that uses them (a turn of the migrations: the store;
+    # a finished run's retention, the queue's commonest message: the services too); the deploy's answer uses neither.
+    ("migrate", "a turn of the migrations (the store)", "module.store()"),
+    ("migrate", "a finished run's retention turn (the services)", "module.services().retention"),
 )
 # A handler is imported as Lambda's runtime imports it: its directory first on sys.path, importlib.import_module("handler").
 # Each probe runs its import DEPTH frames down (BENCH_DEPTH): on CPython 3.11 the interpreter's frame stack grows in

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from interlude.coldstart import DATA_CLASSES, PARAMETERS, collector_paused, lazy_package
+from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
     from functools import cache
@@ -14,9 +14,6 @@ with collector_paused():
     lazy_package(DATA_CLASSES)
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
-    # The key ring is one Secrets Manager secret: of Powertools' parameter providers only that one loads.
-    lazy_package(PARAMETERS)
 
     from interlude import config, sdk_clients
     from interlude.adapters import metrics

@@ -1,17 +1,15 @@
-"""The token key ring in Secrets Manager (moto): created once, rotated, retired, and read through Powertools' cache."""
+"""The token key ring in Secrets Manager (moto): created once, rotated, retired, and read through what a warm instance
+keeps (adapters/secret_values.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
-from aws_lambda_powertools.utilities.parameters import base as parameters_base
 from moto import mock_aws
 
+from interlude.adapters import secret_values
 from interlude.adapters.keyring_store import ensure_key_ring, load_key_ring, retire_key, rotate_key_ring
 from interlude.rules.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
 
@@ -32,10 +30,10 @@ def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
         monkeypatch.setenv(name, value)
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SECRETS_MANAGER"):
         monkeypatch.delenv(name, raising=False)
-    parameters.clear_caches()
+    secret_values.forget()
     with mock_aws():
         yield boto3.client("secretsmanager", region_name="us-east-1")
-    parameters.clear_caches()
+    secret_values.forget()
 
 
 @pytest.fixture
@@ -116,43 +114,40 @@ def versions(client) -> list[tuple[str, list[str]]]:
     return sorted((v["VersionId"], sorted(v.get("VersionStages", []))) for v in listed)
 
 
-def test_load_is_served_from_the_powertools_cache_until_max_age(secretsmanager, monkeypatch) -> None:
+def test_load_is_kept_until_max_age(secretsmanager, monkeypatch) -> None:
     ensure_key_ring(SECRET, client=secretsmanager)
-    provider = SecretsProvider(boto3_client=secretsmanager)
     fetches: list[str] = []
     secretsmanager.meta.events.register(
         "before-parameter-build.secrets-manager.GetSecretValue",
         lambda params, **_: fetches.append(params["SecretId"]),
     )
+    now = [1000.0]
+    monkeypatch.setattr(secret_values, "monotonic", lambda: now[0])
 
     # Given a warm reader
-    first = load_key_ring(SECRET, max_age_s=60, provider=provider)
-    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == first
+    first = load_key_ring(SECRET, max_age_s=60, client=secretsmanager)
+    assert load_key_ring(SECRET, max_age_s=60, client=secretsmanager) == first
     assert fetches == [SECRET]
 
-    # When an operator rotates, the reader keeps its cached ring within max_age
+    # When an operator rotates, the reader keeps its ring within max_age
     rotated = rotate_key_ring(SECRET, client=secretsmanager)
     fetches.clear()
-    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == first
+    now[0] += 59
+    assert load_key_ring(SECRET, max_age_s=60, client=secretsmanager) == first
     assert fetches == []
 
     # Then force_fetch sees the rotation at once
-    assert load_key_ring(SECRET, max_age_s=60, provider=provider, force_fetch=True) == rotated
+    assert load_key_ring(SECRET, max_age_s=60, client=secretsmanager, force_fetch=True) == rotated
 
-    # And once max_age has passed on Powertools' clock, a plain load sees the next rotation
+    # And once max_age has passed since that read, a plain load sees the next rotation
     rotated_again = rotate_key_ring(SECRET, client=secretsmanager)
-    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == rotated
-
-    class Later(datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return datetime.now(tz) + timedelta(seconds=61)
-
-    monkeypatch.setattr(parameters_base, "datetime", Later)
-    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == rotated_again
+    now[0] += 59
+    assert load_key_ring(SECRET, max_age_s=60, client=secretsmanager) == rotated
+    now[0] += 2
+    assert load_key_ring(SECRET, max_age_s=60, client=secretsmanager) == rotated_again
 
 
-def test_load_through_the_default_powertools_provider(secretsmanager) -> None:
+def test_load_through_the_sessions_own_client(secretsmanager) -> None:
     ring = ensure_key_ring(SECRET, client=secretsmanager)
     assert load_key_ring(SECRET) == ring
 

@@ -105,6 +105,8 @@ NOT_AT_IMPORT = {
     ],
     # A message sends one recipient's notification: it reads the run and the directory, never runs the engine.
     "notify": [
+        "boto3",  # interlude/sdk_clients.py; the key ring too (adapters/secret_values.py)
+        "aws_lambda_powertools.utilities.parameters",
         "interlude.api",
         "interlude.app",
         "interlude.engine",
@@ -787,22 +789,22 @@ def test_an_actions_message_loads_no_key_limit_or_decision_rules():
     assert among(got["modules"], NOT_FOR_AN_ACTIONS_MESSAGE) == []
 
 
-PARAMETERS = "aws_lambda_powertools.utilities.parameters"
+SEEDED_RING = """
+from interlude.adapters import keyring_store, secret_values
+secret_values._client()
+class Seeded:
+    def get_secret_value(self, SecretId):
+        return {"SecretString": '{"seed": "%s"}' % ("a" * 44)}
+assert keyring_store.load_key_ring("ring", client=Seeded()).current_kid == "k0"
+"""
 
 
-def test_a_notify_message_loads_only_the_secrets_parameter_provider():
-    """The key ring is one Secrets Manager secret: no AppConfig, DynamoDB or SSM provider loads for it, and the
-    registered package still answers Powertools' names (interlude/coldstart.py)."""
-    got = imported(
-        "notify",
-        then="module.worker()\n"
-        "from interlude.adapters import keyring_store\n"
-        f"from {PARAMETERS}.secrets import get_secret\n"
-        "assert keyring_store.parameters.get_secret is get_secret\n",
-    )
-    loaded = {m.removeprefix(PARAMETERS + ".") for m in among(got["modules"], [PARAMETERS])}
-    assert loaded == {PARAMETERS, "secrets", "base", "constants", "exceptions"}
-    assert among(got["modules"], ["boto3.dynamodb"]) == []
+def test_a_notify_message_reads_its_key_ring_without_boto3():
+    """The key ring is read with the function's own SDK session (adapters/secret_values.py): its first message makes
+    no boto3 session and loads neither boto3 nor Powertools' parameter providers (docs/adr/0163)."""
+    got = imported("notify", then="module.worker()\n" + SEEDED_RING)
+    assert "interlude.adapters.secret_values" in got["modules"]
+    assert among(got["modules"], ["boto3", "s3transfer", "aws_lambda_powertools.utilities.parameters"]) == []
 
 
 # What a function that moves no run never writes (store/transitions.py and store/transactions.py load them, where a

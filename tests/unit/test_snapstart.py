@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 import snapshot_restore_py
-from aws_lambda_powertools.utilities.parameters import SecretsProvider, base
 
 from interlude import composition, sdk_clients
-from interlude.adapters import queues
+from interlude.adapters import queues, secret_values
 from interlude.api import app as api_app
 from interlude.api import idempotency, tokens
 from interlude.api.console import routes as console
@@ -59,8 +58,9 @@ def initialized(monkeypatch):
         "records": idempotency.records(),
         "sqs": queues._sqs(),
         "session": sdk_clients.session(),
+        "secrets": secret_values._client(),
     }
-    base.DEFAULT_PROVIDERS["secrets"] = SecretsProvider()
+    secret_values._kept()["a-ring"] = (float("inf"), "the snapshotted instance's ring")
     console._last_ring_refetch[0] = time.monotonic()
     yield held
     for factory in (composition.services, tokens.surface, idempotency.records, settings):
@@ -133,7 +133,8 @@ def test_a_restore_drops_the_clients_and_caches_the_snapshot_holds(registered, i
     # The token surface (its key ring) and the idempotency records are made again over the new service
     assert tokens.surface() is not initialized["surface"]
     assert idempotency.records() is not initialized["records"]
-    # Powertools' parameter providers (a client each, and the secrets they fetched)
-    assert base.DEFAULT_PROVIDERS == {}
+    # The secrets read (adapters/secret_values.py), and their client
+    assert secret_values._kept() == {}
+    assert secret_values._client() is not initialized["secrets"]
     # The console's ring re-read lease, taken on the snapshotted instance's monotonic clock
     assert console._last_ring_refetch[0] == float("-inf")

@@ -21,9 +21,6 @@ EVENT_HANDLER = "aws_lambda_powertools.event_handler"
 # Every event data class (about forty modules). The HTTP resolver imports seven by name from the package; the batch
 # utility imports the stream and queue records' modules, and `sqs_event` asks the package for `S3Event`.
 DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
-# Every parameter provider (AppConfig, its extension, DynamoDB with boto3's condition builder, SSM); the key ring reads
-# one Secrets Manager secret (adapters/keyring_store.py), so its `secrets` module alone (and `base`) is what it uses.
-PARAMETERS = "aws_lambda_powertools.utilities.parameters"
 # Packages of the SDK's and pydantic's whose `__init__` no invocation needs, though what the functions import imports
 # the package or a submodule of it. urllib3's HTTP/2 opt-in (`urllib3.connection` imports `urllib3.http2.probe`; the
 # package's `__init__` imports importlib.metadata to check h2's version for an opt-in nothing here makes).

@@ -2,8 +2,8 @@
 SnapStart snapshot).
 
 One botocore session per process (`session()`, `client()`): it keeps the credentials it first resolved and botocore's
-loader, the service models and endpoint rules it parsed. Powertools' parameter providers keep a client each and the
-values they fetched. A restored instance must make its clients again, under its own credentials and connections
+loader, the service models and endpoint rules it parsed; the secrets read through it are kept a while
+(interlude.adapters.secret_values). A restored instance must make its clients again, under its own credentials and connections
 (interlude.api.snapstart); what it keeps is the loader, read-only data that made most of a client's cost (a DynamoDB
 client: ≈ 65 ms of CPU from a new session, ≈ 3.5 ms from one handed the loaded models; bench/client_creation.py).
 
@@ -31,7 +31,8 @@ from botocore.credentials import CredentialResolver, EnvProvider
 
 from interlude.config.runtime import runtime_settings
 
-POWERTOOLS_PARAMETERS = "aws_lambda_powertools.utilities.parameters.base"
+# The secrets read through the session, kept (their client is one of the session's).
+SECRET_VALUES = "interlude.adapters.secret_values"
 # The directory of the layer's SDK data, beside botocore in the layer (/opt/python); absent from a development venv.
 PACKAGED_MODELS = "interlude_sdk_data"
 
@@ -88,12 +89,12 @@ def use_packaged_models() -> None:
 
 def forget_clients() -> None:
     """Replace the session (its credentials, its clients' connections) with a new one that keeps the parsed models,
-    and drop Powertools' providers (their clients and values)."""
+    and drop the secrets read through it (their client and values)."""
     global _session
     kept, _session = _session, None
     if kept is not None:
         session().register_component("data_loader", kept.get_component("data_loader"))
     # Cleared only where loaded: nothing is imported to be cleared.
-    parameters = sys.modules.get(POWERTOOLS_PARAMETERS)
-    if parameters is not None:
-        parameters.clear_caches()
+    secrets = sys.modules.get(SECRET_VALUES)
+    if secrets is not None:
+        secrets.forget()

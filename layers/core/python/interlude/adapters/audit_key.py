@@ -1,7 +1,7 @@
 """The audit checkpoint signing key: one Secrets Manager secret, used for nothing else (OpenWOP requires the audit
 key to sign no other surface). Its value is the form Secrets Manager generates at deploy
 (infra/interlude_cdk/secrets.py) or the local stack writes: `{"seed": <random text>}`; the Ed25519 key is derived
-from the seed (interlude.rules.audit.signing_key). Read through Powertools parameters, cached per warm function.
+from the seed (interlude.rules.audit.signing_key). Kept per warm function (adapters/secret_values.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import secrets
 from functools import lru_cache
 from typing import Any
 
-from aws_lambda_powertools.utilities import parameters
 from botocore.exceptions import ClientError
 
 from interlude import sdk_clients
+from interlude.adapters.secret_values import secret_value
 from interlude.config import settings
 from interlude.rules.audit import signing_key
 
@@ -25,8 +25,8 @@ _DESCRIPTION = "Interlude audit checkpoint signing key (Ed25519 seed; signs audi
 
 
 def load_signing_key() -> Any:
-    """The configured secret's key (cached by Powertools and by the seed's text)."""
-    return _key_of(parameters.get_secret(settings().audit_key_secret, max_age=MAX_AGE_S))
+    """The configured secret's key (kept for MAX_AGE_S, and by the seed's text)."""
+    return _key_of(secret_value(settings().audit_key_secret, MAX_AGE_S))
 
 
 @lru_cache(maxsize=4)

@@ -1,7 +1,7 @@
 """The token key ring as one Secrets Manager secret holding `KeyRing.to_json()`.
 
-Readers go through Powertools parameters so a warm Lambda fetches the secret at most once per `max_age_s`;
-operators rotate and retire with read-modify-write. No secret value is ever logged or put in an error.
+Readers keep what they read (adapters/secret_values.py), so a warm Lambda fetches the secret at most once per
+`max_age_s`; operators rotate and retire with read-modify-write. No secret value is ever logged or put in an error.
 """
 
 from __future__ import annotations
@@ -11,38 +11,22 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from botocore.exceptions import ClientError
 
 from interlude import sdk_clients
+from interlude.adapters.secret_values import secret_value
 from interlude.rules.tokens.scheme import KeyRing
 
 DEFAULT_MAX_AGE_S = 60
 _DESCRIPTION = "Interlude interrupt resume token key ring (current kid signs, every kid verifies)"
 
 
-def load_key_ring(
-    secret_name: str,
-    *,
-    max_age_s: int = DEFAULT_MAX_AGE_S,
-    force_fetch: bool = False,
-    provider: SecretsProvider | None = None,
-) -> KeyRing:
-    """The ring as cached by Powertools (the shared default provider unless one is passed in).
+def load_key_ring(secret_name: str, *, max_age_s: int = DEFAULT_MAX_AGE_S, force_fetch: bool = False, client: Any = None) -> KeyRing:
+    """The ring as this instance keeps it (read with `client`, the session's Secrets Manager client unless given).
 
     A rotation elsewhere becomes visible here within `max_age_s`, or at once with `force_fetch`.
     """
-    raw: object
-    if provider is None:
-        raw = parameters.get_secret(secret_name, max_age=max_age_s, force_fetch=force_fetch)
-    else:
-        raw = provider.get(secret_name, max_age=max_age_s, force_fetch=force_fetch)
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8")
-    if not isinstance(raw, str):
-        raise ValueError(f"secret {secret_name!r} does not hold a key ring")
-    return _parse_ring(raw)
+    return _parse_ring(secret_value(secret_name, max_age_s, force_fetch=force_fetch, client=client))
 
 
 def ensure_key_ring(secret_name: str, client: Any = None) -> KeyRing:

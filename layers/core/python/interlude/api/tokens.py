@@ -79,7 +79,7 @@ def surface() -> TokenSurface:
     cfg = settings()
 
     def ring(force: bool) -> KeyRing:
-        # Powertools' parameters utility (and its providers) loads with the first token: not every request has one.
+        # The ring's reader (and its Secrets Manager client) loads with the first token: not every request has one.
         from interlude.adapters.keyring_store import load_key_ring
 
         return load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds, force_fetch=force)

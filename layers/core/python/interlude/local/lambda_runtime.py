@@ -73,13 +73,7 @@ def fresh_instances() -> None:
     In-process tests run many moto worlds in one process; without this a handler would keep the previous
     world's cached workflows, settings and keys.
     """
-    from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
-
-    # The values a provider holds are forgotten; the provider is kept: Powertools builds each one on a boto3
-    # Session of its own (≈ 0.1 s of CPU loading botocore's models), which the suite would otherwise pay in
-    # every test that reads a secret.
-    for provider in DEFAULT_PROVIDERS.values():
-        provider.clear_cache()
+    # The secrets a function kept (adapters/secret_values.py) are forgotten with the caches below.
     for module_name, module in list(sys.modules.items()):
         if not (module_name.startswith("interlude") and module_name != "interlude.domain.schemas"):
             continue
