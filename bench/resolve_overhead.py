@@ -15,8 +15,13 @@ there (per C function; `callgrind_annotate --inclusive=yes FILE`). With --split,
 botocore's handling of its calls, moto's, and the rest (Interlude's own work), each call run inside a C function of its
 own (itertools' `takewhile`/`accumulate` for the client, `dropwhile`/`groupby` for moto's handler of it), and the bench
 prints what the goal leaves the resolve's own work once its calls are paid (the wrappers add a few thousand instructions
-a call to both sides).
+a call to both sides). With --functions [rounds], on an interpreter that gives each Python function a machine-code
+trampoline of its own (Python ≥ 3.12, `sys.activate_stack_trampoline`: `.venv-runtime/bin/python`, `make
+runtime-python`), callgrind counts the resolves alone (their runs created first) and the bench prints each Python
+function's inclusive instructions per resolve, named from the map the interpreter writes (/tmp/perf-PID.map): where
+Interlude's own part goes, function by function (docs/adr/0162).
 Usage: .venv/bin/python bench/resolve_overhead.py [rounds] | --instructions [rounds] [--profile FILE | --split]
+       .venv-runtime/bin/python bench/resolve_overhead.py --functions [rounds]
 """
 
 from __future__ import annotations
@@ -224,6 +229,57 @@ def counted_rounds(rounds: int, split: bool = False) -> None:
     print("; ".join(f"{pattern} ×{times}" for pattern, times in patterns.items()))
 
 
+def trampolined_rounds(rounds: int) -> None:
+    """The counted resolves alone, every Python function through its own trampoline (functions() counts them): their
+    waiting runs are created and the interpreter warmed before the trampolines are turned on, so nothing else runs
+    through one."""
+    with world() as bench:
+        for _ in range(10):
+            bench.resolve(bench.waiting_run())
+        run_ids = [bench.waiting_run() for _ in range(rounds)]
+        sys.activate_stack_trampoline("perf")  # type: ignore[attr-defined]  # Python ≥ 3.12
+        for run_id in run_ids:
+            bench.resolve(run_id)
+        sys.deactivate_stack_trampoline()  # type: ignore[attr-defined]
+
+
+def functions(rounds: int, shown: int = 60) -> None:
+    """Each Python function's instructions per resolve, inclusive of what it calls (a recursive one's outermost
+    calls): the `shown` largest, and Interlude's own functions (the store's, the engine's, the services') all."""
+    if not hasattr(sys, "activate_stack_trampoline"):
+        sys.exit("--functions needs Python ≥ 3.12 (sys.activate_stack_trampoline): .venv-runtime/bin/python")
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        sys.exit("--functions needs valgrind and callgrind_annotate on the PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__]
+        counting = subprocess.Popen([*command, "--trampolined-rounds", str(rounds)], env={**os.environ, "PYTHONHASHSEED": "0"})
+        if counting.wait() != 0:
+            sys.exit(f"the counted run failed ({counting.returncode})")
+        perf_map = f"/tmp/perf-{counting.pid}.map"  # the interpreter's own: valgrind runs it in the same process
+        try:
+            with open(perf_map) as names:
+                named = {int(line.split(" ", 2)[0], 16): line.split(" ", 2)[2].strip() for line in names}
+        finally:
+            os.remove(perf_map)
+        annotated = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", out], check=True, capture_output=True, text=True
+        ).stdout
+    rows = []
+    for found in re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+\?\?\?:0x([0-9a-f]+) ", annotated, re.MULTILINE):
+        name = named.get(int(found.group(2), 16))
+        if name is not None:
+            rows.append((int(found.group(1).replace(",", "")) / rounds, name.removeprefix("py::")))
+    rows.sort(reverse=True)
+    print(f"rounds={rounds}: M instructions per resolve, inclusive, by Python function (callgrind, trampolines)")
+    for rank, (count, name) in enumerate(rows):
+        where, _, path = name.partition(":")
+        ours = re.search(r"[/\\](interlude[/\\](?!local[/\\]).*)$", path)
+        if rank < shown or ours:
+            short = ours.group(1) if ours else re.split(r"site-packages[/\\]|lib[/\\]python3\.\d+[/\\]", path)[-1]
+            print(f"  {count / 1e6:8.3f}  {where}  ({short})")
+
+
 def counted(rounds: int, profile: str | None = None, split: bool = False) -> None:
     """`profile`: where to keep the resolves' own profile (callgrind collecting inside them alone), for
     `callgrind_annotate --inclusive=yes`; the figures are the same."""
@@ -292,7 +348,12 @@ def print_split(rounds: int, totals: dict[str, int]) -> None:
 
 
 if __name__ == "__main__":
-    if "--counted-rounds" in sys.argv:
+    if "--trampolined-rounds" in sys.argv:
+        trampolined_rounds(int(sys.argv[sys.argv.index("--trampolined-rounds") + 1]))
+    elif "--functions" in sys.argv:
+        rest = sys.argv[sys.argv.index("--functions") + 1 :]
+        functions(int(rest[0]) if rest and rest[0].isdigit() else 20)
+    elif "--counted-rounds" in sys.argv:
         counted_rounds(int(sys.argv[sys.argv.index("--counted-rounds") + 1]), "--split" in sys.argv)
     elif "--instructions" in sys.argv:
         rest = sys.argv[sys.argv.index("--instructions") + 1 :]
