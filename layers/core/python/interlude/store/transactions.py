@@ -151,8 +151,10 @@ class TransactionalTable(Table):
                 _refusal(items, exc, answered, quota)
 
     def _checked(self, items: list[Labelled]) -> list[TransactWriteItemTypeDef]:
-        """The items as sent, on this table and returning old images on a failed condition; refused as TooLarge,
-        before anything is sent, past what one transaction or one item holds."""
+        """The items as sent, on this table and, those with a condition, returning their old image when it fails;
+        refused as TooLarge, before anything is sent, past what one transaction or one item holds. An item without a
+        condition (a counter's release) cannot fail one: asking for its old image would only be one more parameter
+        for the client to serialise and DynamoDB to parse in every such transaction (docs/adr/0162)."""
         if len(items) > TRANSACT_MAX_ITEMS:
             # The budgets keep every counted path under it (domain/budgets.py); one they miss is refused here, before
             # anything is sent, as what it is, rather than as DynamoDB's ValidationException (a 500 at the edge).
@@ -164,7 +166,8 @@ class TransactionalTable(Table):
             body = next(iter(op.values()))
             # An item of a family in the second table names it by its mark (store/layout.py); the rest are the first's.
             body["TableName"] = self.entries_table if body.get("TableName") == SECOND else self.table
-            body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            if "ConditionExpression" in body:
+                body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             # What an update sets counts toward its item as much as what a put writes (the run head is updated).
             written = body.get("Item") or body.get("ExpressionAttributeValues")
             if written:
