@@ -33,7 +33,18 @@ def offset_seconds(path: str | os.PathLike[str] | None = None) -> float:
 
 def iso(moment: datetime) -> str:
     """The wire form of a moment: UTC, milliseconds, `Z`."""
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    global _last_printed
+    last = _last_printed
+    if last[0] is moment:  # held here, so no other object can have its id; a datetime never changes
+        return last[1]
+    text = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    _last_printed = (moment, text)
+    return text
+
+
+# The moment `iso` printed last and its text: a transition prints the one `now` it decides at several times (the
+# decision, its audit draft, the engine's records of it, the commit: five in a resolve; docs/adr/0162).
+_last_printed: tuple[datetime | None, str] = (None, "")
 
 
 def instant(iso_text: str) -> datetime:
