@@ -103,12 +103,20 @@ def json_size(value: Any, limit: int = MAX_VALUE_BYTES, what: str = "the value",
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, level = stack.pop()
-        if isinstance(item, dict):
+        # A plain string or None, the commonest leaves, measured as the general path below measures them, without its
+        # type tests and call: a resolve measures three values (docs/adr/0162).
+        if type(item) is str:
+            if len(item) + size > limit:
+                raise BudgetExceeded(what, limit)
+            size += len(_quoted(item))
+        elif item is None:
+            size += 4
+        elif isinstance(item, dict):
             if level >= depth:
                 raise BudgetExceeded(f"{what} (nesting)", depth, "levels")
             size += 2 + max(len(item) - 1, 0)
             for key, sub in item.items():
-                size += _scalar_size(str(key)) + 1
+                size += len(_quoted(str(key))) + 1  # _scalar_size of a string
                 stack.append((sub, level + 1))
         elif isinstance(item, list | tuple):
             if level >= depth:
