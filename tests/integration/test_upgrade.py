@@ -138,6 +138,11 @@ def load(table: str, items: list[dict[str, Any]]) -> None:
             pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
 
+def release_of(dump: dict[str, Any]) -> tuple[int, ...]:
+    """The version of the release that wrote the dump, comparable: (0, 4, 0)."""
+    return tuple(int(part) for part in dump["release"].split("."))
+
+
 def scanned_items(table: str) -> list[dict[str, Any]]:
     return [i for page in boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table) for i in page["Items"]]
 
@@ -199,7 +204,8 @@ def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> 
     assert outcome.complete
     # ... the last deleting the approvals' entries in their kind's family, which no release reads since 0.4.0 (ADR 0160)
     by_kind = f"#{wiring.INBOX.prefix}#KIND#approval#"
-    assert any(by_kind in i["pk"]["S"] for i in dump["items"])
+    if release_of(dump) < (0, 5, 0):  # the releases before put an approval's entry in its kind's family
+        assert any(by_kind in i["pk"]["S"] for i in dump["items"])
     scanned = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=up.world.table)
     assert not [i for page in scanned for i in page["Items"] if by_kind in i["pk"]["S"]]
 
@@ -411,14 +417,20 @@ def test_the_previous_release_reads_what_this_one_wrote(
     assert rolled["bundles"] == {"new-notices-dead": ["delivered"], "new-notices-queued": ["delivered"]}
     assert rolled["delivered"] == {"new-notices-dead": True, "new-notices-queued": True}
     sent = {(json.loads(h.body)["runId"], json.loads(h.body)["type"]) for h in receiver.hits[posted:]}
-    for name in ("new-notices-dead", "new-notices-queued"):
-        assert {(runs[name], "interrupt.resolved"), (runs[name], "run.completed")} <= sent
+    dead, queued_run = runs["new-notices-dead"], runs["new-notices-queued"]
+    wanted = {(dead, "run.completed"), (queued_run, "interrupt.resolved"), (queued_run, "run.completed")}
+    if release_of(dump) < (0, 5, 0):
+        # A release that writes no bundles queued the dead run's delivered notice again too, alone, and POSTed it
+        wanted.add((dead, "interrupt.resolved"))
+    assert wanted <= sent
 
     # When this release is deployed again over the table the rollback left, decides the gate the rollback claimed
     # (whose entry in the approval kind's family the claim put again, without an expiry, after migration 0010 ran), and
     # its daily retention sweep passes
     assert seen["seen"]["claimed"] is True
     replaced(up.world.table, seen["seen"]["table"])
+    if "entriesTable" in seen["seen"]:  # a release with a second table (0.5.0 on); one without left ours as it was
+        replaced(up.world.entries_table, seen["seen"]["entriesTable"])
     up.stream.take()  # what the previous release's dispatch took
     lambda_runtime.fresh_instances()
     assert migrations.run_pending(up.services.store, "deploy").complete

@@ -431,6 +431,8 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
         # as this leaves it, decides the gate
         seen["claimed"] = api.ok("POST", f"/runs/{wire(runs[claim])}/interrupts/gate/claim") is not None
         seen["table"] = table_items()
+        if len(tables()) > 1:
+            seen["entriesTable"] = table_items(tables()[1])
     return seen
 
 
