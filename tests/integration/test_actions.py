@@ -439,11 +439,11 @@ def test_a_failed_run_retried_while_a_change_of_retention_is_given_to_it_keeps_n
     store = services.retention.store
     write_ttl = store.set_item_ttl
 
-    def retried_first(run: str, sk: str, ttl: int | None) -> None:
+    def retried_first(run: str, sk: str, ttl: int | None, *where: str) -> None:
         monkeypatch.setattr(store, "set_item_ttl", write_ttl)
         services.replay.retry_action(admin, run_id, "refund")
         assert services.retention.turn(run_id, None, lambda: True) is None
-        write_ttl(run, sk, ttl)
+        write_ttl(run, sk, ttl, *where)
 
     monkeypatch.setattr(store, "set_item_ttl", retried_first)
     services.restamp.turn(admin.tenant, None, lambda: True)
