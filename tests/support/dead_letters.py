@@ -9,7 +9,6 @@ import base64
 import json
 import os
 import time
-from types import SimpleNamespace
 
 from interlude import wiring
 from interlude.adapters.delivery.subscriptions import dead_letter_record, webhook_message
@@ -17,6 +16,7 @@ from interlude.domain.ids import mint_opaque, secret_name, tenant_bound, tenant_
 from interlude.local.stack import ENTRIES_TABLE_NAME, TABLE_NAME
 from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.notifications import Notification, NotificationStore
+from interlude.store.table import Table
 from interlude.store.webhooks import WebhookStore
 from tests.support.local_stack import stack_client
 
@@ -41,7 +41,7 @@ def dead_letter_behind_the_api(stack_info: dict[str, str], run_id: str) -> tuple
     message = webhook_message(webhook_id, run_id, event)
     now = time.time()
     webhooks.put_dead_letter(dead_letter_record(message, 1, "retries_exhausted", 500, now))
-    ledger = DeliveryStore(SimpleNamespace(client=client, table=TABLE_NAME, entries_table=ENTRIES_TABLE_NAME))
+    ledger = DeliveryStore(Table(TABLE_NAME, ENTRIES_TABLE_NAME, client))
     ref = Notice(run_id, message["deliveryId"], event["type"], MISSING_SEQUENCE, webhook_id)
     claim = ledger.claim(ref, now, 60)
     attempt = {"noticeId": message["deliveryId"], "subscriptionId": webhook_id, "type": event["type"], "attempt": 1}
@@ -53,7 +53,7 @@ def dead_letter_behind_the_api(stack_info: dict[str, str], run_id: str) -> tuple
 def dead_notification_behind_the_api(stack_info: dict[str, str], run_id: str) -> str:
     """The id of a new dead-lettered notification of the run, as the notify worker leaves one whose sends all failed."""
     client = stack_client(stack_info, "dynamodb")
-    ledger = NotificationStore(SimpleNamespace(client=client, table=TABLE_NAME))
+    ledger = NotificationStore(Table(TABLE_NAME, ENTRIES_TABLE_NAME, client))
     notification_id = f"ntf_{mint_opaque()}"
     record = {
         "notificationId": notification_id,

@@ -264,6 +264,8 @@ DEFAULTS_SINCE_0_3_0 = {
     "OpenInterrupt": {
         "deadline": None, "votes": [], "assignee": None, "assignedBy": None, "assignedAt": None,
         "payloadDigest": None, "itemFormat": None,
+        # Added in 0.5.0 (ADR 0161): where the gate's inbox entries are; a head without it, the first table.
+        "entriesTable": None,
     },
     "Vote": {
         "subject": None, "groups": [], "roles": [], "resumeValue": None, "castBy": None, "delegation": None,
