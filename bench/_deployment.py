@@ -86,6 +86,8 @@ class Invocation:
     wru_by_partition: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     # Write units by table (TABLES: each table's 40,000 WRU/s is its own, docs/adr/0161), its GSIs' apart.
     wru_by_table: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # Read units by table, as write units (each table's 40,000 RRU/s is its own too).
+    rru_by_table: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     failed_writes: int = 0
     # Calls that wrote the request counter (priced apart, per request at a pace: not this run's windows).
     counter_calls: int = 0
@@ -278,15 +280,28 @@ class Meter:
                     record.wru_by_partition[f"GSI {indexed[-1][gsi_key]['S']}"] += gsi_units
         if answer is None:
             return
+        for table, units in self._reads(operation, params, answer, unit):
+            record.rru += units
+            record.rru_by_table[self._named(table)] += units
+
+    @staticmethod
+    def _reads(operation: str, params: dict[str, Any], answer: Any, unit: float) -> list[tuple[str, float]]:
+        """(table, read units) of a read call's answer."""
         if operation == "GetItem":
-            record.rru += unit * max(1, math.ceil(item_size(answer.get("Item") or {}) / 4096))
-        elif operation == "Query" or operation == "Scan":
-            record.rru += unit * max(1, math.ceil(sum(item_size(i) for i in answer.get("Items", [])) / 4096))
-        elif operation == "BatchGetItem":
-            for items in (answer.get("Responses") or {}).values():
-                record.rru += sum(unit * max(1, math.ceil(item_size(i) / 4096)) for i in items)
-        elif operation == "TransactGetItems":
-            record.rru += sum(2 * max(1, math.ceil(item_size(r.get("Item") or {}) / 4096)) for r in answer.get("Responses", []))
+            return [(params["TableName"], unit * max(1, math.ceil(item_size(answer.get("Item") or {}) / 4096)))]
+        if operation == "Query" or operation == "Scan":
+            return [(params["TableName"], unit * max(1, math.ceil(sum(item_size(i) for i in answer.get("Items", [])) / 4096)))]
+        if operation == "BatchGetItem":
+            return [
+                (table, sum(unit * max(1, math.ceil(item_size(i) / 4096)) for i in items))
+                for table, items in (answer.get("Responses") or {}).items()
+            ]
+        if operation == "TransactGetItems":
+            return [
+                (op["Get"]["TableName"], 2 * max(1, math.ceil(item_size(r.get("Item") or {}) / 4096)))
+                for op, r in zip(params["TransactItems"], answer.get("Responses", []), strict=False)
+            ]
+        return []
 
     @staticmethod
     def _sqs_requests(operation: str, params: dict[str, Any]) -> int:

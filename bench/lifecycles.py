@@ -356,6 +356,7 @@ def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
             name: units - (counter if name == TABLES[0] else 0.0)
             for name, units in record.wru_by_table.items()
         },
+        "rru_by_table": dict(record.rru_by_table),
         "largest_by_kind": {k: v for k, v in record.largest_by_kind.items() if not k.startswith("request counter")},
         "wru_by_partition": {pk: u for pk, u in record.wru_by_partition.items() if "#RATE" not in pk},
         "failed_writes": record.failed_writes,

@@ -268,9 +268,15 @@ class InboxIndex:
             self.delete_keys(group, where)
 
     def batch_write(self, requests: list[dict[str, Any]], where: str = FIRST) -> None:
-        table = self.tables[where]
-        for start in range(0, len(requests), BATCH_WRITE_MAX):
-            pending: dict[str, Any] = {table: requests[start : start + BATCH_WRITE_MAX]}
+        self.batch_write_in({where: requests})
+
+    def batch_write_in(self, requests: dict[str, list[dict[str, Any]]]) -> None:
+        """Write `requests` (by table: FIRST, SECOND) in BatchWriteItem calls of up to 25, each over both tables."""
+        flat = [(self.tables[where], request) for where, some in requests.items() for request in some]
+        for start in range(0, len(flat), BATCH_WRITE_MAX):
+            pending: dict[str, Any] = {}
+            for table, request in flat[start : start + BATCH_WRITE_MAX]:
+                pending.setdefault(table, []).append(request)
             for attempt in range(8):
                 unprocessed = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
                 if not unprocessed:
