@@ -19,7 +19,7 @@ from interlude.store.sharded import family_pks
 from tests.integration.test_store_and_dispatch import register
 from tests.integration.test_streams_and_modulex import aws, call, issue, openwop_run  # noqa: F401 (fixture)
 from tests.support.local_stack import wire
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 
 def interrupt_item(run_id: str, node_id: str, visit: int = 1) -> dict:
@@ -34,7 +34,8 @@ def approval_entries(tenant: str) -> list[dict]:
     of each of its partitions): what an unfiltered page and a `kind=approval` page read."""
     client = boto3.client("dynamodb")
     pages = (
-        client.query(TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)})
+        client.query(TableName=table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)})
+        for table in (TABLE, ENTRIES_TABLE)  # wherever a release wrote them (docs/adr/0161)
         for pk in family_pks(tenant, wiring.INBOX, ANYONE)
     )
     return [item for page in pages for item in page["Items"]]

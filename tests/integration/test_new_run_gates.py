@@ -26,11 +26,12 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.migrations import sweeps
 from interlude.rules import run_search
 from interlude.store import attributes as a
+from interlude.store import layout
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
 from interlude.store.retention import RetentionStore, RunPage
 from tests.integration.conftest import signed_in
 from tests.integration.test_store_and_dispatch import register
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 DAY_S = 86_400
 
@@ -55,11 +56,11 @@ def create(services, admin, workflow: str) -> str:
 
 
 def tenant_items(tenant: str) -> list[dict[str, Any]]:
-    """Every item of the tenant, of any family: a scan, which reads the whole table (a test's own world only)."""
-    pages = boto3.client("dynamodb").get_paginator("scan").paginate(
-        TableName=TABLE, FilterExpression="begins_with(pk, :t)", ExpressionAttributeValues={":t": {"S": f"T#{tenant}#"}}
-    )
-    return [item for page in pages for item in page["Items"]]
+    """Every item of the tenant, of any family, in both tables (docs/adr/0161): a scan, which reads the whole table (a
+    test's own world only)."""
+    scan = boto3.client("dynamodb").get_paginator("scan").paginate
+    own = {"FilterExpression": "begins_with(pk, :t)", "ExpressionAttributeValues": {":t": {"S": f"T#{tenant}#"}}}
+    return [item for table in (TABLE, ENTRIES_TABLE) for page in scan(TableName=table, **own) for item in page["Items"]]
 
 
 def gate_items(tenant: str) -> list[dict[str, Any]]:
@@ -72,7 +73,7 @@ def test_a_new_runs_gate_is_put_with_its_entries_before_its_transaction_and_read
     with sent(client, "BatchWriteItem") as batches, sent(client, "TransactWriteItems") as transactions:
         run_id = create(services, admin, workflow)
     state, _ = services.store.get_run(run_id)
-    put = [r["PutRequest"]["Item"] for b in batches for r in b["RequestItems"][TABLE] if "PutRequest" in r]
+    put = [r["PutRequest"]["Item"] for b in batches for rs in b["RequestItems"].values() for r in rs if "PutRequest" in r]
     [gate] = [i for i in put if i["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
     assert gate["sk"]["S"] == INTERRUPT_SK_PREFIX + state.interrupts["gate"].key
     # One BatchWriteItem still: the gate joins the run's inbox, listing and search entries.
@@ -439,11 +440,11 @@ def test_a_delegation_while_the_daily_sweep_keeps_its_gate_leaves_no_entry_expir
     write_ttl = RetentionStore._set_ttl
 
     # Given an approver who hands her vote to another once the sweep read the run's gate
-    def delegated_first(store: RetentionStore, key: a.Item, ttl: int | None) -> None:
+    def delegated_first(store: RetentionStore, key: a.Item, ttl: int | None, where: str = layout.FIRST) -> None:
         monkeypatch.setattr(RetentionStore, "_set_ttl", write_ttl)
         alice = signed_in(services, "alice", admin.tenant)
         services.delegation.delegate_vote(alice, run_id, "gate", DelegateVoteRequest(delegate="dave"))
-        write_ttl(store, key, ttl)
+        write_ttl(store, key, ttl, where)
 
     monkeypatch.setattr(RetentionStore, "_set_ttl", delegated_first)
     # When the sweep passes on the day its gate's expiry is near

@@ -80,12 +80,16 @@ def resolved_run(services, admin, aws, receiver, script: list) -> tuple[str, Str
 
 
 def notice_items(aws, run_id: str) -> list[dict]:
-    got = boto3.client("dynamodb").query(
-        TableName=aws.table,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
-        ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":n": a.s(notice_sk("ntc_"))},
-    )
-    return [a.plain(item) for item in got["Items"]]
+    """The run's delivery records, in whichever table a release wrote them (docs/adr/0161)."""
+    got = [
+        boto3.client("dynamodb").query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
+            ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":n": a.s(notice_sk("ntc_"))},
+        )
+        for table in (aws.table, aws.entries_table)
+    ]
+    return [a.plain(item) for answer in got for item in answer["Items"]]
 
 
 def bundle_of(aws, run_id: str) -> dict:
@@ -242,9 +246,10 @@ def test_a_bundle_reopened_but_never_queued_is_queued_by_the_sweep(services, adm
     # Given a dead bundle reopened by a replay that stopped before it queued its message
     run_id, _, _ = resolved_run(services, admin, aws, receiver, [200] + [500] * MAX_ATTEMPTS)
     drain(aws.queues)
-    held = bundle_of(aws, run_id)
     store = DeliveryStore(services.store)
-    ref = bundle_ref(run_id, held[BUNDLE])
+    found = store.located(bundle_ref(run_id, bundle_of(aws, run_id)[BUNDLE]))
+    assert found is not None
+    ref, held = found
     writes = Writes(sets={BUNDLE: a.packed(reopened_parts(held[BUNDLE]))})
     assert store.reopen(ref, held, "2026-12-06T00:00:00Z", 20, writes).outcome == "reopened"
 
