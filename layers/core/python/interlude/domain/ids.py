@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import re
 import secrets
@@ -51,7 +51,12 @@ def mint_opaque() -> str:
 def derive_opaque(*parts: str) -> str:
     """A deterministic opaque segment: replaying the same step derives the same id."""
     digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
-    return base64.urlsafe_b64encode(digest[:18]).decode().rstrip("=")
+    # base64url of 18 bytes (24 characters, never padded), as base64.urlsafe_b64encode makes it without its two Python
+    # frames: a transition derives one id per event (five in a resolve; docs/adr/0162).
+    return binascii.b2a_base64(digest[:18], newline=False).translate(_URLSAFE).decode()
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 # Secrets Manager names allow [A-Za-z0-9/_+=.@-]; an id segment uses [A-Za-z0-9._~-]. Of those only '~' is not
