@@ -25,6 +25,9 @@ with collector_paused():
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+    # Every record's run heads are read as RunState (store/stream.py OutboxRecords): the run model and pydantic load
+    # here, with the collector paused, not with the first batch, where they would cost as much and more (docs/adr/0163).
+    import interlude.domain.models.run  # noqa: F401
     from interlude import config
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor, side_by_side

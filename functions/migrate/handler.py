@@ -51,6 +51,8 @@ with collector_paused():
     use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from interlude.composition import Services
     from interlude.store.facade import Store
 
@@ -62,19 +64,27 @@ RESOURCE_ID = "interlude-migrations"
 
 @cache
 def store() -> Store:
-    # Every aggregate's store (the run models, pydantic) loads with the first turn that reads the table.
-    from interlude.store.facade import Store
+    # Every aggregate's store (the run models, pydantic) loads with the first turn that reads the table, as the import
+    # loads what it does: the collector paused (it would walk them as they are made) and what they made frozen.
+    with collector_paused():
+        from interlude.store.facade import Store
 
     cfg = settings()
     return Store(cfg.table_name, cfg.entries_table_name)
 
 
+@cache
+def _services() -> Callable[[], Services]:
+    with collector_paused():  # as store()
+        from interlude.composition import services
+
+    return services
+
+
 def services() -> Services:
     """The application services, loaded with the first retention, search-keys or re-stamp turn (a migrations turn
     and the deploy's answer use none)."""
-    from interlude.composition import services as composed
-
-    return composed()
+    return _services()()
 
 
 def report(progress: migrations.Progress) -> None:
