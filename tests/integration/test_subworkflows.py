@@ -146,7 +146,7 @@ def test_two_deliveries_racing_to_start_the_child_leave_the_winners_gate_item(se
     monkeypatch.setattr(sub_workflows, "clock", lambda: instant(gate.raisedAt) + timedelta(seconds=5))
     # and stops after its refusal, before it takes back its entries (put with its own time): they name the winner's gate
     puts = InboxIndex.batch_write
-    monkeypatch.setattr(InboxIndex, "batch_write", lambda self, requests: puts(self, [r for r in requests if "PutRequest" in r]))
+    monkeypatch.setattr(InboxIndex, "batch_write", lambda self, requests, *where: puts(self, [r for r in requests if "PutRequest" in r], *where))
     sub_workflows.start_child(run_id, {"nodeId": "spawn", "visit": 1, "childRunId": child_id})
     monkeypatch.setattr(InboxIndex, "batch_write", puts)
     # The gate's item is the winner's, put in its transaction: the loser's never overwrote it nor took it back.
