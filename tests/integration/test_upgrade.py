@@ -294,11 +294,17 @@ def notices_in_one_delivery(up: Upgraded, receiver: Receiver, monkeypatch: pytes
             drain(up.world.queues)
     (message,) = queued(up.world.queues["callbacks"])
     assert [n["type"] for n in json.loads(message["Body"])["notices"]] == ["interrupt.resolved", "run.completed"]
-    dead = up.services.store.client.query(
-        TableName=up.world.table,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
-        ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-notices-dead"])), ":n": a.s("N#")},
-    )["Items"]
+    records = {
+        table: up.services.store.client.query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
+            ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-notices-dead"])), ":n": a.s("N#")},
+        )["Items"]
+        for table in (up.world.table, up.world.entries_table)
+    }
+    # (in the second table, format 11: docs/adr/0161)
+    assert records[up.world.table] == []
+    dead = records[up.world.entries_table]
     # (the gate's notice alone in format 1; the decision's and the end's one record, in format 10)
     assert sorted((i["status"]["S"], i.get(formats.FORMAT_FIELD)) for i in dead) == [
         ("dead", a.n(formats.NOTICE_BUNDLES)),
@@ -414,7 +420,9 @@ def test_the_previous_release_reads_what_this_one_wrote(
         ["run.completed", 2, "failed"],
     ]
     assert rolled["replayed"] == "queued"
-    assert rolled["bundles"] == {"new-notices-dead": ["delivered"], "new-notices-queued": ["delivered"]}
+    # Each bundle's record where this release wrote it (the second table, format 11), delivered by the previous release
+    # there, and the one its own dispatch made again in the first table, as that release writes them (docs/adr/0161)
+    assert rolled["bundles"] == {"new-notices-dead": ["delivered", "delivered"], "new-notices-queued": ["delivered", "delivered"]}
     assert rolled["delivered"] == {"new-notices-dead": True, "new-notices-queued": True}
     sent = {(json.loads(h.body)["runId"], json.loads(h.body)["type"]) for h in receiver.hits[posted:]}
     dead, queued_run = runs["new-notices-dead"], runs["new-notices-queued"]

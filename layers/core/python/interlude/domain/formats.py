@@ -109,7 +109,7 @@ NOTICE_BUNDLES_WRITTEN = True
 # Whether new inbox entries and delivery records are written to the second table, with their marks, in format 11
 # (store/layout.py's INBOX_ENTRIES and DELIVERY_RECORDS): from 0.6.0, whose previous release (0.5.0) reads them
 # (docs/adr/0161).
-ENTRIES_TABLE_WRITTEN = False
+ENTRIES_TABLE_WRITTEN = True
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:
