@@ -207,11 +207,12 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 
 def tenant_items(w: World, tenant: str) -> list[dict[str, Any]]:
-    """Every item of the tenant, read from moto's table by partition key: a Scan read the whole table, which grows by
-    a tenant per attempt (a third of a long operation's time went to it)."""
-    table = dynamodb_backends[current_account()][w.client("dynamodb").meta.region_name].get_table(TABLE)
+    """Every item of the tenant in both tables (docs/adr/0161), read from moto's tables by partition key: a Scan read
+    the whole table, which grows by a tenant per attempt (a third of a long operation's time went to it)."""
+    backend = dynamodb_backends[current_account()][w.client("dynamodb").meta.region_name]
     prefix = f"T#{tenant}#"
-    return [a.plain(item.to_json()["Attributes"]) for pk, by_sk in table.items.items() if pk.value.startswith(prefix)
+    return [a.plain(item.to_json()["Attributes"]) for name in (TABLE, ENTRIES_TABLE)
+            for pk, by_sk in backend.get_table(name).items.items() if pk.value.startswith(prefix)
             for item in by_sk.values()]  # fmt: skip
 
 
