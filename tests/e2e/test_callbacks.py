@@ -13,6 +13,7 @@ import json
 import pytest
 import requests
 
+from interlude.adapters.delivery.notices import queue_messages
 from tests.support.egress import REFUSED, needs_lookup
 from tests.support.local_stack import Api, cli, running_stack, stack_client, until, wire
 from tests.support.receiver import Receiver, delivering_to_loopback, verify
@@ -148,7 +149,7 @@ def test_a_receiver_verifies_every_notice_and_resolves_through_the_token_link(lo
     # When SQS hands the first notice's message out again (a duplicate)
     sqs = stack_client(info, "sqs")
     queue_url = sqs.get_queue_url(QueueName="interlude-local-callbacks")["QueueUrl"]
-    message = {"v": 1, "tenant": api.tenant, "callbackUrl": receiver.url(), "notice": notice}
+    (message,) = queue_messages(api.tenant, receiver.url(), [notice])  # as this release queues it (its record's table)
     sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(message))
     wait_until_empty(sqs, queue_url)
 

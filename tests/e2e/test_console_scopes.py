@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from interlude import wiring
-from interlude.local.stack import TABLE_NAME
+from interlude.local.stack import ENTRIES_TABLE_NAME, TABLE_NAME
 from interlude.store.audit import chain_of_member, head_pk, log_pk
 from interlude.store.effects import LEDGER_SK_PREFIX, effect_pk
 from interlude.store.inbox import Entry
@@ -127,10 +127,11 @@ class Tenant:
         return sorted(found, key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
 
     def partition(self, pk: str) -> list[dict[str, Any]]:
-        pages = self.dynamodb.get_paginator("query").paginate(
-            TableName=TABLE_NAME, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}}
-        )
-        return [item for page in pages for item in page["Items"]]
+        """The partition's items in both tables (docs/adr/0161: the inbox entries and delivery records may be in the
+        second)."""
+        query = self.dynamodb.get_paginator("query").paginate
+        own = {"KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": {"S": pk}}}
+        return [item for table in (TABLE_NAME, ENTRIES_TABLE_NAME) for page in query(TableName=table, **own) for item in page["Items"]]
 
     def settled(self, path: str, form: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The items once the stack's pumps have finished with them (the stack's quiet barrier): read any earlier, a

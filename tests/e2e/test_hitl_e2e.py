@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from interlude import wiring
-from interlude.local.stack import TABLE_NAME
+from interlude.local.stack import ENTRIES_TABLE_NAME, TABLE_NAME
 from tests.support.local_stack import Api, quiesce, run_cli, stack_client, wire
 
 RESPOND = ["approvals:respond", "runs:read"]
@@ -290,15 +290,16 @@ def test_the_inbox_over_http_and_in_the_terminal(api: Api, stack_info) -> None:
 def inbox_entries_of(stack_info: dict[str, str], run_id: str) -> list[dict[str, Any]]:
     """The inbox index entries naming `run_id`, looked up behind the API: a scan, which finds an entry of any family
     but reads the whole shared table (seconds once the worker's other modules have filled it): read it rarely."""
-    pages = stack_client(stack_info, "dynamodb").get_paginator("scan").paginate(
-        TableName=TABLE_NAME,
-        FilterExpression="begins_with(pk, :inbox) AND runId = :run",
-        ExpressionAttributeValues={
+    scan = stack_client(stack_info, "dynamodb").get_paginator("scan").paginate
+    own = {
+        "FilterExpression": "begins_with(pk, :inbox) AND runId = :run",
+        "ExpressionAttributeValues": {
             ":inbox": {"S": f"T#{stack_info['tenant']}#{wiring.INBOX.prefix}#"},
             ":run": {"S": run_id},
         },
-    )
-    return [item for page in pages for item in page["Items"]]
+    }
+    # In either table, wherever a release wrote them (docs/adr/0161).
+    return [item for table in (TABLE_NAME, ENTRIES_TABLE_NAME) for page in scan(TableName=table, **own) for item in page["Items"]]
 
 
 def test_a_decided_gate_leaves_the_inbox_index_once_the_stream_pump_delivered_its_record(
