@@ -228,6 +228,23 @@ def test_dispatch_reads_a_format_4_head_whole_beside_its_records(services):
     assert state.interrupts["gate"].payload["data"]["description"] == f"{TEXT} {BRIEF}"
 
 
+def test_dispatch_takes_the_inputs_from_the_batch_it_read_not_reading_it_again(services):
+    key = new_api_key(services)
+    assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
+    run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
+    document = write_format_4(TABLE, run_id)
+    batch = {"pk": run_pk(run_id), "sk": event_sk(document["inputsBatch"])}
+    client = boto3.client("dynamodb")
+
+    with counting(client) as reads:
+        _, heads = OutboxRecords(client, TABLE).records_of([batch])
+
+    assert heads[run_id][0].inputs == {"brief": BRIEF}
+    # The record's batch and the head in one call, then the interrupt item alone (the batch is not asked twice).
+    assert reads.calls == ["BatchGetItem", "BatchGetItem"]
+    assert reads.items == 3
+
+
 APACHE = " ".join((FIXTURES / "LICENSE-Apache-2.0.txt").read_text().split())  # prose that deflates as a text does
 
 

@@ -19,8 +19,12 @@ from interlude.store.table import batch_get
 _PARTS = {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, "#payload": "payload", "#events": "events"}
 
 
-def complete(client: Any, table: str, states: Iterable[RunState]) -> None:
-    """Put back into each of `states` (in place) what its head holds elsewhere."""
+def complete(
+    client: Any, table: str, states: Iterable[RunState], held: Mapping[tuple[str, str], a.Item] | None = None
+) -> None:
+    """Put back into each of `states` (in place) what its head holds elsewhere. `held`: items the caller already read
+    strongly consistently, by (pk, sk), taken from there instead of read again (dispatch's outbox batch often holds
+    the very event batch a new run's inputs are in)."""
     holding = [(state, *head_parts.held_elsewhere(state)) for state in states]
     holding = [(state, keys, batch) for state, keys, batch in holding if keys or batch is not None]
     if not holding:
@@ -29,7 +33,11 @@ def complete(client: Any, table: str, states: Iterable[RunState]) -> None:
     for state, keys, batch in holding:
         pk = run_pk(state.runId)
         wanted += [(pk, interrupt_sk(k)) for k in keys] + ([(pk, event_sk(batch))] if batch is not None else [])
-    found = _read(client, table, list(dict.fromkeys(wanted)))
+    held = held or {}
+    found = {key: held[key] for key in wanted if key in held}
+    missing = [key for key in dict.fromkeys(wanted) if key not in found]
+    if missing:
+        found.update(_read(client, table, missing))
     for state, keys, batch in holding:
         pk = run_pk(state.runId)
         payloads = {k: a.unpacked(item["payload"]) for k in keys if "payload" in (item := found.get((pk, interrupt_sk(k))) or {})}

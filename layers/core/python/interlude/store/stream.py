@@ -154,7 +154,7 @@ class OutboxRecords:
                 if record is not None and run_id is not None:
                     key = followers_key(run_id)
                     record[HELD_FOLLOWERS] = followers_of(found.get((key["pk"]["S"], key["sk"]["S"])))
-        head_parts.complete(self.client, self.table, (state for state, _ in heads.values()))
+        head_parts.complete(self.client, self.table, (state for state, _ in heads.values()), found)
         self._hold_gate_texts(records, {r: state for r, (state, _) in heads.items()})
         return records, heads
 
