@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -158,6 +159,31 @@ def test_a_format_4_head_is_read_whole_in_one_call_more(services):
     assert got[0].inputs == {"brief": BRIEF}
     assert reads.calls == ["GetItem", "BatchGetItem"]
     assert reads.items == 2  # the interrupt item and the run.started event's batch
+
+
+def test_parts_an_eventually_consistent_read_missed_are_read_again_strongly_consistently(services):
+    key = new_api_key(services)
+    assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
+    run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
+    runs = RunStore(TABLE, ENTRIES_TABLE)
+    consistent: list[bool] = []
+
+    def behind(params: dict[str, Any], **_: Any) -> Any:
+        body = json.loads(params["body"])["RequestItems"][TABLE]
+        consistent.append(bool(body.get("ConsistentRead")))
+        # A replica that does not hold the parts yet answers an eventually consistent read without them.
+        return None if body.get("ConsistentRead") else (SimpleNamespace(status_code=200), {"Responses": {TABLE: []}})
+
+    runs.client.meta.events.register("before-call.dynamodb.BatchGetItem", behind)
+    try:
+        got = runs.get_run(run_id)
+    finally:
+        runs.client.meta.events.unregister("before-call.dynamodb.BatchGetItem", behind)
+
+    assert got is not None
+    assert got[0].inputs == {"brief": BRIEF}
+    assert got[0].interrupts["gate"].payload["data"]["description"] == f"{TEXT} {BRIEF}"
+    assert consistent == [False, True]
 
 
 def test_a_format_4_head_whose_part_is_not_the_one_it_names_is_refused_never_shown(services):

@@ -1,7 +1,8 @@
 """The parts a format-4 run head holds elsewhere (domain/head_parts.py), read back: the whole payloads of its gates from
-their interrupt items, its inputs from the event batch that holds its run.started event. One strongly consistent
-BatchGetItem for every head a read returns (each part was committed with or before the head that names it, and is
-never rewritten); a head that holds everything itself reads nothing more. And the gate payloads format-9 event batches
+their interrupt items, its inputs from the event batch that holds its run.started event. One eventually consistent
+BatchGetItem for every head a read returns, each part checked against its digest (each was committed with or before the
+head that names it, and is never rewritten), a strongly consistent one more only for parts it missed; a head that holds
+everything itself reads nothing more. And the gate payloads format-9 event batches
 hold elsewhere (`filled_events`), from their interrupt items, for every read of stored events."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from interlude import wiring
 from interlude.domain import head_parts
+from interlude.domain.errors import Internal
 from interlude.domain.models.run import RunState
 from interlude.store import attributes as a
 from interlude.store.layout import event_sk, interrupt_sk, run_pk
@@ -24,27 +26,47 @@ def complete(
 ) -> None:
     """Put back into each of `states` (in place) what its head holds elsewhere. `held`: items the caller already read
     strongly consistently, by (pk, sk), taken from there instead of read again (dispatch's outbox batch often holds
-    the very event batch a new run's inputs are in)."""
+    the very event batch a new run's inputs are in).
+
+    The rest is read eventually consistently, at half the units: each part is checked against the digest its head
+    holds (domain/head_parts.completed), so a read that is behind can only miss it, never hand on another one (a part
+    is written with or before its head and never rewritten). A head whose parts were missed is completed from a
+    strongly consistent read of them, and refused (Internal) only if that misses them too."""
     holding = [(state, *head_parts.held_elsewhere(state)) for state in states]
     holding = [(state, keys, batch) for state, keys, batch in holding if keys or batch is not None]
     if not holding:
         return
-    wanted: list[tuple[str, str]] = []
-    for state, keys, batch in holding:
-        pk = run_pk(state.runId)
-        wanted += [(pk, interrupt_sk(k)) for k in keys] + ([(pk, event_sk(batch))] if batch is not None else [])
     held = held or {}
-    found = {key: held[key] for key in wanted if key in held}
-    missing = [key for key in dict.fromkeys(wanted) if key not in found]
-    if missing:
-        found.update(_read(client, table, missing))
-    for state, keys, batch in holding:
-        pk = run_pk(state.runId)
-        payloads = {k: a.unpacked(item["payload"]) for k in keys if "payload" in (item := found.get((pk, interrupt_sk(k))) or {})}
-        started = None
-        if batch is not None and "events" in (item := found.get((pk, event_sk(batch))) or {}):
-            started = next((e.get("payload") for e in a.unpacked(item["events"]) if e.get("type") == "run.started"), None)
-        head_parts.completed(state, payloads, started)
+    wanted = [(state, _parts_of(state.runId, keys, batch)) for state, keys, batch in holding]
+    found = {key: held[key] for _, parts in wanted for key in parts if key in held}
+    found.update(_read(client, table, [k for k in dict.fromkeys(k for _, parts in wanted for k in parts) if k not in found], False))
+    missed = []
+    for state, parts in wanted:
+        try:
+            _completed(state, found)
+        except Internal:
+            missed.append((state, parts))
+    if missed:
+        found.update(_read(client, table, [k for k in dict.fromkeys(k for _, parts in missed for k in parts) if k not in held]))
+        for state, _ in missed:
+            _completed(state, found)
+
+
+def _parts_of(run_id: str, keys: list[str], batch: int | None) -> list[tuple[str, str]]:
+    pk = run_pk(run_id)
+    return [(pk, interrupt_sk(k)) for k in keys] + ([(pk, event_sk(batch))] if batch is not None else [])
+
+
+def _completed(state: RunState, found: Mapping[tuple[str, str], a.Item]) -> None:
+    """Put back into `state` (in place) its parts from `found` (Internal where one is missing or not the one named: the
+    parts that matched before it are put back, so a second call completes the rest)."""
+    keys, batch = head_parts.held_elsewhere(state)
+    pk = run_pk(state.runId)
+    payloads = {k: a.unpacked(item["payload"]) for k in keys if "payload" in (item := found.get((pk, interrupt_sk(k))) or {})}
+    started = None
+    if batch is not None and "events" in (item := found.get((pk, event_sk(batch))) or {}):
+        started = next((e.get("payload") for e in a.unpacked(item["events"]) if e.get("type") == "run.started"), None)
+    head_parts.completed(state, payloads, started)
 
 
 def filled_events(
@@ -82,9 +104,11 @@ def event_payloads(
     return payloads
 
 
-def _read(client: Any, table: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], a.Item]:
+def _read(client: Any, table: str, keys: list[tuple[str, str]], consistent: bool = True) -> dict[tuple[str, str], a.Item]:
+    if not keys:
+        return {}
     items = batch_get(
         client, table, [a.key(pk, sk) for pk, sk in keys],
-        ConsistentRead=True, ProjectionExpression=", ".join(_PARTS), ExpressionAttributeNames=_PARTS,
+        ConsistentRead=consistent, ProjectionExpression=", ".join(_PARTS), ExpressionAttributeNames=_PARTS,
     )
     return {(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item for item in items}
