@@ -326,3 +326,30 @@ def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch, 
     assert worker_for(services, aws).handle(delivered(aws, asked["eve"])) == "sent"
     (mail,) = [m for m in sent_mail() if set(m.destinations) == {"eve@example.com"}]
     assert "on behalf of ben, as their delegate" in mail.raw_data.replace("=\n", "")
+
+
+def test_a_raised_gate_reads_the_tenants_settings_once_for_whom_it_asks_and_its_reminders(aws, monkeypatch, tenant):
+    from types import SimpleNamespace
+
+    from interlude.adapters.notify import outbox as notify_outbox
+    from interlude.domain.models.tenants import TenantSettings
+
+    monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
+    services = Services(Store(TABLE, ENTRIES_TABLE))
+    services.tenants.put_settings(tenant, TenantSettings(allowDelegation=False, remindersMs=[60_000, 120_000]), "admin")
+    for pid in ("ann", "ben"):
+        services.directory.put_principal(tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+    run_id, _, _ = open_gate(services)
+    reminded: list[int] = []
+    scheduler = SimpleNamespace(ensure=lambda run, deadline: reminded.append(deadline.visit))
+    monkeypatch.setattr(notify_outbox.scheduler_, "from_env", lambda: scheduler)
+    outbox = services.notification_outbox
+    read: list[str] = []
+    stored = outbox.tenants
+    monkeypatch.setattr(outbox, "tenants", SimpleNamespace(get_settings=lambda t: read.append(t) or stored.get_settings(t)))
+
+    outbox.on_events(run_id, services.store.read_events(run_id))
+
+    assert read == [tenant]
+    assert sorted(reminded) == [0, 1]
+    assert {pid: m.get("delegation") for pid, m in queued(aws).items()} == {"ann": False, "ben": False}

@@ -25,6 +25,7 @@ sends once. Nothing here runs inside a resolve.
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ from interlude.rules.interrupts.delegation import Delegator, still_asked, vote_i
 if TYPE_CHECKING:
     from interlude.app.ports import DefinitionSource, DirectoryRecords, NotificationLog, RunRecords, TenantRecords
     from interlude.domain.clock import Clock
+    from interlude.domain.models.tenants import TenantSettings
 
 log = logging.getLogger(__name__)
 RAISED_EVENT = "interrupt.requested"
@@ -98,10 +100,21 @@ class NotificationOutbox:
         self.tenants = tenants
         self.definitions = definitions
         self.clock = clock
+        # The tenant's settings as read for the record this thread handles (dispatch handles runs side by side).
+        self._held = threading.local()
+
+    def _settings(self, tenant: str) -> TenantSettings:
+        """The tenant's settings, read once per record handled: a raised gate asks for them twice (whether delegation
+        is allowed, the reminders' offsets), a resolve and an escalation once each."""
+        held = getattr(self._held, "settings", None)
+        if held is None or held[0] != tenant:
+            held = self._held.settings = (tenant, tenant_settings(self.tenants, tenant))
+        return held[1]
 
     def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         if not any(e.get("type") in WATCHED for e in events):
             return
+        self._held.settings = None
         got = self.records.get_run(run_id)
         if got is None:
             return
@@ -196,7 +209,7 @@ class NotificationOutbox:
     def _asked(self, tenant: str, interrupt: OpenInterrupt, people: list[str]) -> list[tuple[str, dict[str, Any]]]:
         """Who a notification of the gate goes to, each with what its message names: the recipients whose own vote is
         not in, then each delegate holding a vote nobody has cast (issue 14 item 4), one entry per person."""
-        allowed = bool(tenant_settings(self.tenants, tenant).allowDelegation)
+        allowed = bool(self._settings(tenant).allowDelegation)
         own = [pid for pid in people if still_asked(interrupt, pid, True, [], allowed)]
         delegates = self._delegates_asked(tenant, interrupt, own) if allowed else {}
         asked = []
@@ -214,7 +227,7 @@ class NotificationOutbox:
         asked = config.get("remindersMs")
         if asked is not None:
             return list(asked)
-        return list(tenant_settings(self.tenants, state.tenant).remindersMs or ())
+        return list(self._settings(state.tenant).remindersMs or ())
 
     def _reminders(self, state: RunState, interrupt: OpenInterrupt) -> list[Deadline]:
         raised = _epoch(interrupt.raisedAt)
@@ -252,7 +265,7 @@ class NotificationOutbox:
         config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
         principals = list(config.get("escalationPrincipals") or ())
         if not principals:
-            principals = list(tenant_settings(self.tenants, state.tenant).overridePrincipals)
+            principals = list(self._settings(state.tenant).overridePrincipals)
         people = [principal_subject(p) for p in principals]
         title = payload.get("title") or node_id
         return [
@@ -270,6 +283,7 @@ class NotificationOutbox:
         got = self.records.get_run(run_id)
         if got is None:
             return 0
+        self._held.settings = None
         state, _ = got
         interrupt = _open_asking(state, node_id, interrupt_id)
         if interrupt is None:
