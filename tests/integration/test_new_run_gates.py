@@ -323,6 +323,19 @@ def test_the_daily_sweep_writes_no_inbox_entry_of_a_claimed_gate_which_carries_n
     assert [i["runId"] for i in services.inbox.inbox(admin, 25, {"assignee": "me"}, None)["interrupts"]] == [run_id]
 
 
+def a_delegable_gate(services, admin) -> tuple[str, dict, dict]:
+    """A new run waiting on an approval by alice and bob in a tenant that allows delegation: its id, its gate's item
+    and its head (as stored)."""
+    services.tenants.put_settings(admin.tenant, TenantSettings(allowDelegation=True), "admin")
+    services.limiter.forget(admin.tenant)
+    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["alice", "bob"]}}
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
+    run_id = create(services, admin, "ship")
+    [item] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(item["pk"]["S"], RUN_SK))["Item"]
+    return run_id, item, head
+
+
 # A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
 @pytest.mark.private_world
 def test_a_delegation_after_the_sweep_kept_its_gate_gives_the_gate_its_delegates_entries_expiry(
@@ -331,13 +344,7 @@ def test_a_delegation_after_the_sweep_kept_its_gate_gives_the_gate_its_delegates
     """docs/adr/0154: a new delegate's inbox entries are put before the delegation's transaction with the gates'
     expiry of now; a gate the daily sweep kept already has none, so no later sweep would find it to keep them. The
     delegation gives the gate's item that expiry when it has none, and the sweep keeps both on the day it is near."""
-    services.tenants.put_settings(admin.tenant, TenantSettings(allowDelegation=True), "admin")
-    services.limiter.forget(admin.tenant)
-    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["alice", "bob"]}}
-    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
-    run_id = create(services, admin, "ship")
-    [item] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
-    head = services.store.client.get_item(TableName=TABLE, Key=a.key(item["pk"]["S"], RUN_SK))["Item"]
+    run_id, item, head = a_delegable_gate(services, admin)
     # The run still waits on the day its gate's expiry is near: the sweep takes it off the gate and its entries
     kept_on = int(item[wiring.TTL_ATTRIBUTE]["N"]) - 29 * DAY_S
     sweeps.daily_sweep(datetime.fromtimestamp(kept_on, UTC)).apply(services.store, [head])
@@ -428,13 +435,7 @@ def test_a_delegation_while_the_daily_sweep_keeps_its_gate_leaves_no_entry_expir
     then off the gate. A delegation between its read and its writes puts the delegate's entries with the gates' expiry
     of now (the gate has one still, so it keeps it): were the gate's taken off, those entries would expire while it
     waits and no later sweep would find the gate."""
-    services.tenants.put_settings(admin.tenant, TenantSettings(allowDelegation=True), "admin")
-    services.limiter.forget(admin.tenant)
-    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["alice", "bob"]}}
-    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
-    run_id = create(services, admin, "ship")
-    [item] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
-    head = services.store.client.get_item(TableName=TABLE, Key=a.key(item["pk"]["S"], RUN_SK))["Item"]
+    run_id, item, head = a_delegable_gate(services, admin)
     kept_on = int(item[wiring.TTL_ATTRIBUTE]["N"]) - 29 * DAY_S
     clock.advance(clock_file, kept_on - time.time())
     write_ttl = RetentionStore._set_ttl
