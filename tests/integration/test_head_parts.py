@@ -239,12 +239,19 @@ def test_the_mail_a_format_4_head_sends_tells_the_gates_whole_text(world, tenant
     assert TEXT[:60] in mail.raw_data
 
 
-def test_dispatch_reads_a_format_4_head_whole_beside_its_records(services):
+def a_format_4_run_and_its_inputs_batch(services) -> tuple[str, dict[str, str]]:
+    """A new run whose head is rewritten in format 4 (its inputs left to its run.started event): its id, and the key of
+    the event batch that holds them, as an outbox record names it."""
     key = new_api_key(services)
     assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
     run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
     document = write_format_4(TABLE, run_id)
     batch = {"pk": run_pk(run_id), "sk": event_sk(document["inputsBatch"])}
+    return run_id, batch
+
+
+def test_dispatch_reads_a_format_4_head_whole_beside_its_records(services):
+    run_id, batch = a_format_4_run_and_its_inputs_batch(services)
 
     records, heads = OutboxRecords(boto3.client("dynamodb"), TABLE).records_of([batch])
 
@@ -255,11 +262,7 @@ def test_dispatch_reads_a_format_4_head_whole_beside_its_records(services):
 
 
 def test_dispatch_takes_the_inputs_from_the_batch_it_read_not_reading_it_again(services):
-    key = new_api_key(services)
-    assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
-    run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
-    document = write_format_4(TABLE, run_id)
-    batch = {"pk": run_pk(run_id), "sk": event_sk(document["inputsBatch"])}
+    run_id, batch = a_format_4_run_and_its_inputs_batch(services)
     client = boto3.client("dynamodb")
 
     with counting(client) as reads:
