@@ -302,11 +302,17 @@ def test_a_gate_text_costs_the_create_no_more_units_than_a_larger_one_does(servi
     units = [created_units(key, size)[0] for size in sizes]
     assert units == sorted(units), dict(zip(sizes, units, strict=True))
     # A text held out of the batch below the threshold (the head keeps it: no read more while the gate is open) is
-    # decided on, and the closed gate's events read it back whole from its interrupt item
-    _, run_id = created_units(key, 448)
+    # decided on, and the closed gate's events read it back whole from its interrupt item. Which size is held so
+    # depends on how full the head is besides (its ids, the gate's marks): the largest of these the head keeps.
+    for size in (448, 416, 384, 352):
+        _, run_id = created_units(key, size)
+        gate = head_document(TABLE, run_id)["interrupts"]["gate"]["payload"]["data"]
+        if gate.get("description") == APACHE[:size]:
+            break
+    else:
+        raise AssertionError("no text of 352-448 B stayed in the head")
     stored = [e for b in event_batches(TABLE, run_id) for e in a.unpacked(b["events"])]
     assert [e["type"] for e in stored if EVENT_PAYLOAD_HELD in e] == ["interrupt.requested", "approval.requested"]
-    assert head_document(TABLE, run_id)["interrupts"]["gate"]["payload"]["data"]["description"] == APACHE[:448]
     assert http("POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})[0] == 200
     events = RunStore(TABLE, ENTRIES_TABLE).read_events(run_id)
-    assert next(e for e in events if e["type"] == "interrupt.requested")["payload"]["data"]["description"] == APACHE[:448]
+    assert next(e for e in events if e["type"] == "interrupt.requested")["payload"]["data"]["description"] == APACHE[:size]

@@ -234,19 +234,25 @@ def ledger_pk(ledger: Ledger[Any], ref: Any) -> dict[str, str]:
 PREVIOUS_RELEASE = Path(__file__).resolve().parents[1] / "upgrade" / "previous" / "interlude.tar.gz"
 # Run with the previous release's package first on the path: its DeliveryStore over the items given on stdin.
 PREVIOUS_READS = """
-import base64, json, sys, types
+import base64, inspect, json, sys, types
 import boto3
 from moto import mock_aws
 from interlude.store.deliveries import DeliveryStore, Notice
+from interlude.store.table import Table
 given = json.load(sys.stdin)
 with mock_aws():
     client = boto3.client("dynamodb", region_name="us-east-1")
-    client.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}])
+    for name in ("t", "t-entries"):
+        client.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}])
     for item in given["items"]:
         client.put_item(TableName="t", Item={k: {"B": base64.b64decode(v["B"])} if "B" in v else v for k, v in item.items()})
-    store = DeliveryStore(types.SimpleNamespace(client=client, table="t", entries_table="t-entries"))
+    # The release's own handle on its tables where it has two (0.5.0 on: Table names both), else the one it read
+    if "entries_table_name" in inspect.signature(Table.__init__).parameters:
+        store = DeliveryStore(Table("t", "t-entries", client))
+    else:
+        store = DeliveryStore(types.SimpleNamespace(client=client, table="t"))
     run = given["run"]
     delivered, pending = (Notice(run, notice, "interrupt.requested") for notice in ("delivered-1", "pending-1"))
     done = store.look(delivered, given["now"])
