@@ -74,11 +74,29 @@ def test_an_idle_queue_pump_sleeps_until_woken_or_until_a_hidden_message_is_visi
         pump.stop()
 
 
-def test_an_idle_schedule_pump_sleeps_until_its_next_schedule_and_wakes_when_the_clock_moves(tmp_path, monkeypatch) -> None:
-    clock_file = tmp_path / "clock"
-    clock.reset(clock_file)
-    monkeypatch.setenv(CLOCK_FILE_ENV, str(clock_file))
+@pytest.fixture
+def clock_file(tmp_path, monkeypatch) -> Iterator:
+    """The local clock (`interlude clock`) at its start, for this test alone."""
+    path = tmp_path / "clock"
+    clock.reset(path)
+    monkeypatch.setenv(CLOCK_FILE_ENV, str(path))
     config.forget()
+    yield path
+    config.forget()
+
+
+def one_shot(client, group: str, name: str, in_s: float) -> None:
+    """A schedule of `group` firing the timeouts function once, `in_s` seconds from the local clock's now."""
+    client.create_schedule(
+        Name=name,
+        GroupName=group,
+        ScheduleExpression=f"at({clock.iso_epoch(clock.now().timestamp() + in_s)[:19]})",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": local_function_arn("timeouts"), "RoleArn": "arn:aws:iam::123456789012:role/r", "Input": "{}"},
+    )
+
+
+def test_an_idle_schedule_pump_sleeps_until_its_next_schedule_and_wakes_when_the_clock_moves(clock_file) -> None:
     with mock_aws():
         client = boto3.client("scheduler", region_name="us-east-1")
         client.create_schedule_group(Name="idle")
@@ -86,13 +104,7 @@ def test_an_idle_schedule_pump_sleeps_until_its_next_schedule_and_wakes_when_the
         assert pump.pump_once() == 0
         # No schedule: only a write can make one due
         assert pump.sleep_s(0.5) is None
-        client.create_schedule(
-            Name="in-an-hour",
-            GroupName="idle",
-            ScheduleExpression=f"at({clock.iso_epoch(clock.now().timestamp() + 3600)[:19]})",
-            FlexibleTimeWindow={"Mode": "OFF"},
-            Target={"Arn": local_function_arn("timeouts"), "RoleArn": "arn:aws:iam::123456789012:role/r", "Input": "{}"},
-        )
+        one_shot(client, "idle", "in-an-hour", 3600)
         assert pump.pump_once() == 0
         seconds = pump.sleep_s(0.5)
         assert seconds is not None
@@ -101,32 +113,20 @@ def test_an_idle_schedule_pump_sleeps_until_its_next_schedule_and_wakes_when_the
         clock.advance(clock_file, 3600)
         assert pump._idle_wait(seconds) is True
         assert [s["Name"] for s in pump.due_schedules()] == ["in-an-hour"]
-    config.forget()
 
 
-def test_a_schedule_that_came_due_after_the_poll_read_the_clock_is_polled_again_not_slept_past(tmp_path, monkeypatch) -> None:
+def test_a_schedule_that_came_due_after_the_poll_read_the_clock_is_polled_again_not_slept_past(clock_file) -> None:
     # The clock moved between a poll and its sleep (`interlude clock advance` right after a schedule was read): the
     # schedule is due, not in the future, and no write will come to wake the pump.
-    clock_file = tmp_path / "clock"
-    clock.reset(clock_file)
-    monkeypatch.setenv(CLOCK_FILE_ENV, str(clock_file))
-    config.forget()
     with mock_aws():
         client = boto3.client("scheduler", region_name="us-east-1")
         client.create_schedule_group(Name="raced")
-        client.create_schedule(
-            Name="in-a-minute",
-            GroupName="raced",
-            ScheduleExpression=f"at({clock.iso_epoch(clock.now().timestamp() + 60)[:19]})",
-            FlexibleTimeWindow={"Mode": "OFF"},
-            Target={"Arn": local_function_arn("timeouts"), "RoleArn": "arn:aws:iam::123456789012:role/r", "Input": "{}"},
-        )
+        one_shot(client, "raced", "in-a-minute", 60)
         pump = SchedulePump("raced")
         assert pump.due_schedules() == []
         clock.advance(clock_file, 120)
         assert pump.sleep_s(0.5) == 0.5
         assert [s["Name"] for s in pump.due_schedules()] == ["in-a-minute"]
-    config.forget()
 
 
 def test_an_idle_stream_poll_costs_an_iterator_and_a_read(monkeypatch) -> None:
