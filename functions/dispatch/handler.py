@@ -1,7 +1,8 @@
 """Lambda entry point for the outbox queue (SQS): each message names a new event-log item, which the outbox handles a
 batch at a time (interlude.app.dispatch: the items and their runs' heads read in one call, runs side by side, each
 run's items in order); partial-batch failure reporting, per message (a failed message reappears after its visibility
-timeout, and the messages of its run after it in the batch with it)."""
+timeout, and the messages of its run after it in the batch with it; a new run's batch that waits for its run's head
+sooner: wiring.NEW_RUN_BATCH_RETRY_S)."""
 
 from __future__ import annotations
 
@@ -32,19 +33,23 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor, side_by_side
     from interlude.adapters.held_work import admitted, message_body, queue_destination
-    from interlude.app.dispatch import HeldBack
+    from interlude.adapters.queues import hide
+    from interlude.app.caught import caught
+    from interlude.app.dispatch import HeadNotYetCommitted, HeldBack
     from interlude.composition import compose, services
+    from interlude.config.queues import queue_settings
     from interlude.sdk_clients import use_packaged_models
     from interlude.store.layout import run_id_of
     from interlude.store.stream import OutboxRecords
     from interlude.store.tenant_standing import TenantStanding, standing_of
-    from interlude.wiring import OUTBOX_BATCH_SIZE, OUTBOX_QUEUE
+    from interlude.wiring import NEW_RUN_BATCH_RETRY_S, OUTBOX_BATCH_SIZE, OUTBOX_QUEUE
 
     logger = Logger(service="interlude-dispatch")
     # An item that fails is logged (with its traceback and its run's correlation id) and counted before SQS hands
-    # its message out again; one held back behind it (HeldBack) goes again with it, uncounted.
+    # its message out again; one held back behind it (HeldBack), or waiting for its run's head (HeadNotYetCommitted),
+    # goes again, uncounted.
     processor = CountingBatchProcessor(
-        EventType.SQS, log=logger, retried=(HeldBack,), raise_on_entire_batch_failure=False
+        EventType.SQS, log=logger, retried=(HeldBack, HeadNotYetCommitted), raise_on_entire_batch_failure=False
     )
     use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
     compose()
@@ -95,6 +100,18 @@ def dispatched(records: list[dict[str, Any]]) -> dict[str, BaseException]:
     return {**failed, **services().handle_outbox_batch(batch, heads, runs_side_by_side)}
 
 
+def hide_waiting(records: list[dict[str, Any]], outcome: dict[str, BaseException]) -> None:
+    """Hand out again soon the messages of new runs' batches that wait for their runs' heads (their head commits within
+    its create's request); on a failure to hide them, they wait for the queue's visibility timeout instead."""
+    waiting = [r["receiptHandle"] for r in records if isinstance(outcome.get(r["messageId"]), HeadNotYetCommitted)]
+    if not waiting:
+        return
+    try:
+        hide(queue_settings().outbox_url, waiting, NEW_RUN_BATCH_RETRY_S)
+    except Exception:  # noqa: BLE001 - later is still retried
+        caught(logger, "outbox-hide", "messages waiting for their runs' heads could not be hidden briefly")
+
+
 def runs_side_by_side(job: Any, run_ids: list[str]) -> list[Any]:
     def tagged(run_id: str) -> Any:
         # Every line about a run carries its run id, also as the correlation id (this thread's keys alone).
@@ -122,6 +139,7 @@ def record_handler(outcome: dict[str, BaseException], record: SQSRecord) -> None
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     outcome = dispatched(event.get("Records") or [])
+    hide_waiting(event.get("Records") or [], outcome)
     return process_partial_response(
         event=event, record_handler=partial(record_handler, outcome), processor=processor, context=context
     )

@@ -561,7 +561,15 @@ class Services:
         from interlude.app.dispatch import handle_batch
 
         return handle_batch(
-            batch, heads, self.store, self.outbox, self.held_runs, self._advance, concurrently, self.audit.append_drafts
+            batch,
+            heads,
+            self.store,
+            self.outbox,
+            self.held_runs,
+            self._advance,
+            concurrently,
+            self.audit.append_drafts,
+            self.clock().timestamp(),
         )
 
     def _advance(self, run_id: str, got: tuple[RunState, int]) -> int:

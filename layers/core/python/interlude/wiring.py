@@ -583,6 +583,16 @@ QUEUE_CONSUME_ACTIONS = (
 
 # Receives of an outbox message before SQS moves it to the outbox's dead letters: the stream mapping's retries.
 OUTBOX_MAX_RECEIVES = STREAM_MAX_RETRIES
+# How long dispatch waits for the head of a new run whose event batch it read without one (docs/adr/0165): a create
+# may put its batch before the transaction that writes the head (from 0.7.0), so the batch can reach dispatch first.
+# The head commits within the creating invocation, which began before the batch's events were stamped and lasts at
+# most the api function's timeout (every create with a freshly minted run id is an API request); twice that leaves
+# room for two functions' clocks. A batch older than this without its head is an orphan: its create crashed between
+# the put and the transaction, or was refused and did not take it back; it is dropped, never dispatched.
+NEW_RUN_BATCH_WAIT_S = 2 * function("api").timeout_s
+# How long dispatch hides such a batch's message before the queue hands it out again: the wait spread over at most
+# half the message's receives, so waiting for a head never sends it to the dead letters.
+NEW_RUN_BATCH_RETRY_S = -(-NEW_RUN_BATCH_WAIT_S // (OUTBOX_MAX_RECEIVES // 2))
 
 QUEUES: tuple[Queue, ...] = (
     # The outbox (issue 26, S5): one message per new event-log item, `MessageGroupId` = its tenant, so SQS fair

@@ -16,15 +16,29 @@ A record that fails is reported alone, and the records of its run after it with 
 Before any record's handlers, the audit drafts the batch's event batches carry (format 5) are appended, each chain's
 in one write (`AuditAppender`: app/audit.py AuditTrail.append_drafts, docs/adr/0128): a record whose chain's append
 failed fails as a handler's failure does, before its handlers run.
+
+A new run's first event batch may be put before the transaction that writes its run's head (docs/adr/0165), so it can
+come here before the head exists: while it is younger than wiring.NEW_RUN_BATCH_WAIT_S it is not ready
+(HeadNotYetCommitted: it goes again, its run's later records after it), and once older it is an orphan, a create that
+never committed: dropped, nothing of it dispatched, its audit draft never appended. Any other batch read without its
+head is of a run deleted since, handled as before.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from interlude.store.stream import HELD_FOLLOWERS, carried_audit_draft, closed_inbox_entries, stream_events
+from interlude.store.stream import (
+    HELD_FOLLOWERS,
+    carried_audit_draft,
+    closed_inbox_entries,
+    new_run_batch_stamped,
+    stream_events,
+)
+from interlude.wiring import NEW_RUN_BATCH_WAIT_S
 
 if TYPE_CHECKING:
     from interlude.app.ports import InboxEntries, RunRecords
@@ -45,9 +59,15 @@ Concurrently = Callable[[Callable[[T], R], list[T]], list[R]]
 # Appends a batch's audit drafts ((record id, source, draft)); answers the records whose append failed.
 AuditAppender = Callable[[list[tuple[str, str, "AuditDraft"]]], dict[str, BaseException]]
 
+logger = logging.getLogger(__name__)
+
 
 class HeldBack(Exception):
     """A record not tried because an earlier record of its run in the batch failed: it goes again after that one."""
+
+
+class HeadNotYetCommitted(Exception):
+    """A new run's event batch read before the transaction that creates its run committed: it goes again shortly."""
 
 
 _STALE = object()
@@ -173,11 +193,14 @@ def handle_batch(
     advance: Advance,
     concurrently: Concurrently[Any, Any],
     append_audit: AuditAppender,
+    now_s: float,
 ) -> dict[str, BaseException]:
     """Dispatch `batch` ((record id, stream record) pairs); `heads`: the heads of its runs as read for it (a run
-    missing is gone). Answers the records that failed: each with its exception (HeldBack behind a failed one)."""
+    missing is gone, or not created yet); `now_s`: the epoch seconds it is read at. Answers the records that failed:
+    each with its exception (HeldBack behind a failed one, HeadNotYetCommitted for a new run's batch without its head)."""
     groups = runs_of(batch)
-    unaudited = _append_drafts(batch, append_audit)
+    waiting, orphans = _without_head(groups, heads, now_s)
+    unaudited = _append_drafts([(i, r) for i, r in batch if i not in waiting and i not in orphans], append_audit)
 
     def run_group(run_id: str) -> dict[str, BaseException]:
         failed: dict[str, BaseException] = {}
@@ -186,6 +209,16 @@ def handle_batch(
             for record_id, record in groups[run_id]:
                 if failed:
                     failed[record_id] = HeldBack(f"an earlier record of run {run_id} failed in this batch")
+                    continue
+                if record_id in waiting:
+                    failed[record_id] = HeadNotYetCommitted(f"run {run_id} is not created yet")
+                    continue
+                if record_id in orphans:
+                    logger.warning(
+                        "a new run's event batch whose run was never created (its create crashed or was refused);"
+                        " dropped",
+                        extra={"runId": run_id, "orphanBatch": record_id},
+                    )
                     continue
                 if record_id in unaudited:
                     failed[record_id] = unaudited[record_id]
@@ -202,6 +235,23 @@ def handle_batch(
     for failed in concurrently(run_group, list(groups)):
         outcome.update(failed)
     return outcome
+
+
+def _without_head(
+    groups: dict[str, list[tuple[str, dict[str, Any]]]], heads: dict[str, tuple[RunState, int]], now_s: float
+) -> tuple[set[str], set[str]]:
+    """Of the records whose run's head the batch did not find, the new runs' first batches still waiting for it (younger
+    than NEW_RUN_BATCH_WAIT_S) and the orphans (older), by record id."""
+    waiting: set[str] = set()
+    orphans: set[str] = set()
+    for run_id, records in groups.items():
+        if not run_id or run_id in heads:
+            continue
+        for record_id, record in records:
+            stamped = new_run_batch_stamped(record)
+            if stamped is not None:
+                (waiting if now_s - stamped < NEW_RUN_BATCH_WAIT_S else orphans).add(record_id)
+    return waiting, orphans
 
 
 def _append_drafts(batch: Sequence[tuple[str, dict[str, Any]]], append_audit: AuditAppender) -> dict[str, BaseException]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
 from interlude.domain import formats
+from interlude.domain.clock import epoch_of
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store.inbox import closed_entry_keys
@@ -64,6 +65,15 @@ def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | 
 
         events_filled(run_id, events, record.get(HELD_PAYLOADS) or {})
     return run_id, events
+
+
+def new_run_batch_stamped(record: dict[str, Any]) -> float | None:
+    """When (epoch seconds) the events of a new run's first event batch (from sequence 0: the one its creation wrote)
+    were stamped; None for any other record. The only batch a writer may put before its run's head (docs/adr/0165)."""
+    if not is_event_insert(record) or new_image(record).get("first") != a.n(0):
+        return None
+    found = stream_events(record)
+    return epoch_of(found[1][0]["timestamp"]) if found and found[1] else None
 
 
 def _holds_gate_texts(image: a.Item) -> bool:

@@ -1,0 +1,162 @@
+"""A new run's event batch that reaches dispatch before its run's head (docs/adr/0165): a create may put the batch
+before the transaction that writes the head, so the outbox can read it first. Dispatch hands it out again shortly
+while the head may still come, and dispatches it once the head is there; past the wait it is an orphan (a create that
+never committed), dropped with nothing dispatched. Played through the outbox queue and its mapping on moto."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from botocore.client import BaseClient
+
+from interlude import wiring
+from interlude.adapters.outbox_feed import forward
+from interlude.composition import Services
+from interlude.domain import clock
+from interlude.domain.models.requests import ForkRunRequest
+from interlude.local.sqs_pump import QueuePump
+from interlude.store import audit as audit_items
+from interlude.store.facade import Store
+from interlude.store.layout import RUN_SK, run_pk
+from interlude.store.stream import is_event_insert, record_run_id
+from tests.integration import test_audit_stream as audit_stream
+from tests.integration import test_webhooks
+from tests.integration.conftest import signed_in
+from tests.integration.test_webhooks import start_gate_run
+from tests.support.logs import function_log
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
+from tests.support.queues import queued
+from tests.support.stream import Stream
+
+# The webhook tests' world (the loopback switch on) and services; `receiver` is the suite's (tests/conftest.py).
+aws, services = test_webhooks.aws, test_webhooks.services
+
+
+def held_back_head(run_id: str) -> dict[str, Any]:
+    """Take the run's head out of the table, as it is between a create's puts and its transaction; the item, to put
+    back when that transaction commits."""
+    key = {"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}
+    return boto3.client("dynamodb").delete_item(TableName=TABLE, Key=key, ReturnValues="ALL_OLD")["Attributes"]
+
+
+def outbox_records_of(run_id: str) -> list[dict[str, Any]]:
+    """The run's stream records the deployed filter passes to the outbox (the shared world's stream holds others')."""
+    return [r for r in Stream(TABLE).take() if is_event_insert(r) and record_run_id(r) == run_id]
+
+
+def hidden(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every visibility change made from now on (each entry: receipt handle, seconds)."""
+    changes: list[dict[str, Any]] = []
+    original = BaseClient._make_api_call
+
+    def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "ChangeMessageVisibilityBatch":
+            changes.extend(params["Entries"])
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", recording)
+    return changes
+
+
+def messages_of(url: str, run_id: str) -> list[dict[str, Any]]:
+    """The queue's visible messages that name the run (the shared world's queues hold other tests' too)."""
+    return [m for m in queued(url) if run_id in m["Body"]]
+
+
+def notices_of(aws: dict[str, str], run_id: str) -> list[dict[str, Any]]:
+    return messages_of(aws["callbacks"], run_id)
+
+
+def test_a_new_runs_batch_before_its_head_goes_again_soon_and_is_dispatched_once_when_the_head_commits(
+    services, aws, receiver, tenant, monkeypatch
+):
+    # Given a new gate run whose batch is on the outbox queue while its head is not yet committed
+    admin = signed_in(services, tenant=tenant)
+    run_id = start_gate_run(services, admin, callbackUrl=receiver.url())
+    head = held_back_head(run_id)
+    forward(aws[wiring.OUTBOX_QUEUE], outbox_records_of(run_id))
+    pump = QueuePump("dispatch", aws[wiring.OUTBOX_QUEUE], batch_size=wiring.OUTBOX_BATCH_SIZE)
+    changes = hidden(monkeypatch)
+
+    # When the outbox's mapping hands it to dispatch
+    with function_log("dispatch", "ERROR") as errors:
+        pump.pump_once()
+
+    # Then nothing of it is dispatched (no callback notice), it is no failure, and it stays on the queue, hidden for the
+    # short retry rather than the queue's visibility timeout
+    assert notices_of(aws, run_id) == []
+    assert errors == []
+    assert [c["VisibilityTimeout"] for c in changes] == [wiring.NEW_RUN_BATCH_RETRY_S]
+    assert wiring.queue(wiring.OUTBOX_QUEUE).visibility_timeout_s > wiring.NEW_RUN_BATCH_RETRY_S
+
+    # And when the head commits and the message comes back (its retry's seconds passed), it is dispatched: its run's
+    # one callback notice queued, once, and the message done with
+    boto3.client("dynamodb").put_item(TableName=TABLE, Item=head)
+    sqs = boto3.client("sqs")
+    sqs.change_message_visibility(
+        QueueUrl=aws[wiring.OUTBOX_QUEUE], ReceiptHandle=changes[0]["ReceiptHandle"], VisibilityTimeout=0
+    )
+    pump.pump_once()
+    assert [json.loads(m["Body"])["notice"]["type"] for m in notices_of(aws, run_id)] == ["interrupt.requested"]
+    assert messages_of(aws[wiring.OUTBOX_QUEUE], run_id) == []
+
+
+def test_a_new_runs_batch_whose_head_never_came_is_dropped_past_the_wait_and_nothing_dispatched(
+    services, aws, receiver, tenant, clock_file, caplog
+):
+    # Given a new gate run's batch on the outbox queue whose head was never committed (its create crashed between its
+    # puts and its transaction), older than the wait for it
+    admin = signed_in(services, tenant=tenant)
+    run_id = start_gate_run(services, admin, callbackUrl=receiver.url())
+    head = held_back_head(run_id)
+    forward(aws[wiring.OUTBOX_QUEUE], outbox_records_of(run_id))
+    clock.advance(clock_file, wiring.NEW_RUN_BATCH_WAIT_S + 1)
+    pump = QueuePump("dispatch", aws[wiring.OUTBOX_QUEUE], batch_size=wiring.OUTBOX_BATCH_SIZE)
+
+    # When the outbox's mapping hands it to dispatch
+    pump.pump_once()
+
+    # Then it is done with, never a dead letter: nothing dispatched, one line naming the orphan's run
+    assert messages_of(aws[wiring.OUTBOX_QUEUE], run_id) == []
+    assert messages_of(aws["outbox-dlq"], run_id) == []
+    assert notices_of(aws, run_id) == []
+    assert [r.runId for r in caplog.records if hasattr(r, "orphanBatch")] == [run_id]
+    boto3.client("dynamodb").put_item(TableName=TABLE, Item=head)  # the shared world's run, whole again
+
+
+def test_waiting_for_a_head_never_spends_the_receives_that_dead_letter_a_message():
+    # Received every NEW_RUN_BATCH_RETRY_S until past NEW_RUN_BATCH_WAIT_S, a waiting message stays within half its
+    # receives, the rest left for the failures the outbox retries
+    receives = -(-wiring.NEW_RUN_BATCH_WAIT_S // wiring.NEW_RUN_BATCH_RETRY_S) + 1
+    assert receives <= wiring.OUTBOX_MAX_RECEIVES // 2 + 1
+    assert 2 * wiring.function("api").timeout_s <= wiring.NEW_RUN_BATCH_WAIT_S
+
+
+def test_a_forks_audit_entry_is_chained_once_its_head_is_there_never_before(world, tenant):
+    # Given a fork (its create carries its audit entry's draft, "run.forked", on its event batch) whose batch reaches
+    # dispatch before its head is committed
+    services = Services(Store(TABLE, ENTRIES_TABLE), audit_key=lambda: audit_stream.KEY)
+    admin = signed_in(services)
+    (source,) = audit_stream.decided(services, admin)
+    fork = services.forks.fork_run(admin, source, ForkRunRequest(mode="replay")).state.runId
+    records = audit_stream.records_of([fork])
+    head = held_back_head(fork)
+
+    # When dispatch takes it, the draft is not appended and the record goes again
+    assert len(audit_stream.dispatched(records)) == 1
+    assert forked_entries(tenant, fork) == []
+
+    # Then once the head is there, the fork's entry is chained, once, however often the record comes
+    boto3.client("dynamodb").put_item(TableName=TABLE, Item=head)
+    assert audit_stream.dispatched(records) == []
+    assert audit_stream.dispatched(records) == []
+    assert len(forked_entries(tenant, fork)) == 1
+
+
+def forked_entries(tenant: str, run_id: str) -> list[dict[str, Any]]:
+    chain = audit_items.chain_of_member(run_id)
+    entries = [json.loads(item["entry"]) for item in audit_stream.chain_items(tenant, chain)]
+    return [e for e in entries if e["action"] == "run.forked" and e["target"]["runId"] == run_id]
