@@ -19,11 +19,13 @@ from interlude import wiring
 from interlude.api import http
 from interlude.api import idempotency as api_idem
 from interlude.composition import Services
+from interlude.domain import formats
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
 from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim, Existing, IdempotencyStore
 from interlude.store.layout import INTERRUPT_SK_PREFIX, run_id_of
+from interlude.wiring import EVENT_ITEM_PREFIX
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
@@ -192,10 +194,10 @@ def run_heads() -> int:
     return sum(item["sk"]["S"] == "RUN" for item in items)
 
 
-def gate_runs() -> list[str | None]:
-    """The runs of the table's gate items, one per item."""
+def gate_runs(prefix: str = INTERRUPT_SK_PREFIX) -> list[str | None]:
+    """The runs of the table's gate items (or of the items under another sort key `prefix`), one per item."""
     items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
-    return [run_id_of(item["pk"]["S"]) for item in items if item["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
+    return [run_id_of(item["pk"]["S"]) for item in items if item["sk"]["S"].startswith(prefix)]
 
 
 # A world of its own: it counts every run head of the table.
@@ -346,7 +348,10 @@ def run_a_duplicate_first(duplicate: Any) -> list[dict[str, Any]]:
 
 # A world of its own: it counts every run head of the table.
 @pytest.mark.private_world
-def test_concurrent_duplicate_create_runs_start_one_run_and_both_answer_it(api_key):
+@pytest.mark.parametrize("batch_before", [False, True])
+def test_concurrent_duplicate_create_runs_start_one_run_and_both_answer_it(api_key, batch_before, monkeypatch):
+    # With the writer of docs/adr/0165 (from 0.7.0) too: each create's event batch put with its gates.
+    monkeypatch.setattr(formats, "CREATE_BATCH_PUT_BEFORE_WRITTEN", batch_before)
     assert call("PUT", "/workflows/ship", api_key, APPROVAL)["statusCode"] == 201
     key = f"dup-{uuid.uuid4().hex}"
     duplicate = run_a_duplicate_first(lambda: call("POST", "/runs", api_key, {"workflowId": "ship"}, key))
@@ -359,6 +364,8 @@ def test_concurrent_duplicate_create_runs_start_one_run_and_both_answer_it(api_k
     assert run_heads() == 1
     # The loser's gate item, put before its transaction (docs/adr/0139), was taken back with its index entries.
     assert gate_runs() == [json.loads(winner["body"])["runId"]]
+    # And so was its event batch, put beside its gate or in its transaction.
+    assert gate_runs(EVENT_ITEM_PREFIX) == [json.loads(winner["body"])["runId"]]
 
 
 def test_concurrent_duplicate_resolves_decide_once_and_both_answer_the_decision(api_key):

@@ -15,21 +15,26 @@ from botocore.client import BaseClient
 from interlude import wiring
 from interlude.adapters.outbox_feed import forward
 from interlude.composition import Services
-from interlude.domain import clock
+from interlude.domain import clock, formats
+from interlude.domain.errors import DomainError, NotFound
 from interlude.domain.models.requests import ForkRunRequest
+from interlude.domain.models.tenants import TenantSettings
 from interlude.local.sqs_pump import QueuePump
 from interlude.store import audit as audit_items
 from interlude.store.facade import Store
-from interlude.store.layout import RUN_SK, run_pk
+from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of, run_pk
 from interlude.store.stream import is_event_insert, record_run_id
+from interlude.wiring import EVENT_ITEM_PREFIX
 from tests.integration import test_audit_stream as audit_stream
+from tests.integration import test_new_run_gates as gates
 from tests.integration import test_webhooks
 from tests.integration.conftest import signed_in
+from tests.integration.test_store_and_dispatch import register
 from tests.integration.test_webhooks import start_gate_run
 from tests.support.logs import function_log
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.queues import queued
-from tests.support.stream import Stream
+from tests.support.stream import Stream, dispatch, stream_records
 
 # The webhook tests' world (the loopback switch on) and services; `receiver` is the suite's (tests/conftest.py).
 aws, services = test_webhooks.aws, test_webhooks.services
@@ -160,3 +165,99 @@ def forked_entries(tenant: str, run_id: str) -> list[dict[str, Any]]:
     chain = audit_items.chain_of_member(run_id)
     entries = [json.loads(item["entry"]) for item in audit_stream.chain_items(tenant, chain)]
     return [e for e in entries if e["action"] == "run.forked" and e["target"]["runId"] == run_id]
+
+
+# -- the writer (from 0.7.0: formats.CREATE_BATCH_PUT_BEFORE_WRITTEN) -------------------------------------------------
+
+
+@pytest.fixture
+def batch_before(monkeypatch):
+    monkeypatch.setattr(formats, "CREATE_BATCH_PUT_BEFORE_WRITTEN", True)
+
+
+def tenants_outbox_records(tenant: str) -> list[dict[str, Any]]:
+    """The tenant's new stream records the deployed filter passes to the outbox."""
+    return [r for r in Stream(TABLE).take() if is_event_insert(r) and (record_run_id(r) or "").startswith(f"{tenant}/")]
+
+
+def batch_items(tenant: str) -> list[dict[str, Any]]:
+    return [i for i in gates.tenant_items(tenant) if i["sk"]["S"].startswith(EVENT_ITEM_PREFIX)]
+
+
+def test_a_new_runs_batch_is_put_with_its_gate_before_its_transaction_and_dispatched_once_its_head_commits(
+    services, aws, receiver, tenant, batch_before, monkeypatch
+):
+    admin = signed_in(services, tenant=tenant)
+    client = services.store.client
+    transact = services.store._transact
+    early: list[dict[str, Any]] = []
+
+    def dispatched_first(*args: Any, **kwargs: Any) -> Any:
+        # The outbox is quick: it takes the batch's record between the create's puts and its transaction.
+        if records := tenants_outbox_records(tenant):  # the create's transaction, not the workflow's
+            early.append(dispatch(records))
+        return transact(*args, **kwargs)
+
+    monkeypatch.setattr(services.store, "_transact", dispatched_first)
+    with gates.sent(client, "BatchWriteItem") as batches, gates.sent(client, "TransactWriteItems") as transactions:
+        run_id = start_gate_run(services, admin, callbackUrl=receiver.url())
+
+    # The batch is in the create's one BatchWriteItem, beside its gate, with the gate's expiry; not in its transaction
+    put = [r["PutRequest"]["Item"] for b in batches for rs in b["RequestItems"].values() for r in rs if "PutRequest" in r]
+    [batch] = [i for i in put if i["sk"]["S"].startswith(EVENT_ITEM_PREFIX)]
+    [gate] = [i for i in put if i["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
+    assert len([b for b in batches if run_pk(run_id) in str(b)]) == 1
+    assert batch[wiring.TTL_ATTRIBUTE] == gate[wiring.TTL_ATTRIBUTE]
+    [transaction] = [t for t in transactions if run_pk(run_id) in str(t)]  # not the workflow's put
+    written = [next(iter(op.values())) for op in transaction["TransactItems"]]
+    assert not [w for w in written if w.get("Item", w.get("Key", {})).get("sk", {}).get("S", "").startswith(EVENT_ITEM_PREFIX)]
+    # Dispatched before its head committed, it waited: nothing sent
+    assert [len(answer["batchItemFailures"]) for answer in early] == [1]
+    assert notices_of(aws, run_id) == []
+    # Handed out again once the head is there, it is dispatched: the run's one notice, once
+    assert dispatch([r for r in stream_records(TABLE) if is_event_insert(r) and record_run_id(r) == run_id]) == {
+        "batchItemFailures": []
+    }
+    assert [json.loads(m["Body"])["notice"]["type"] for m in notices_of(aws, run_id)] == ["interrupt.requested"]
+    assert [e["type"] for e in services.store.read_events(run_id)][:2] == ["run.started", "node.started"]
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_a_creation_refused_takes_its_batch_back_and_the_outbox_finds_it_gone(services, admin, batch_before):
+    workflow = register(services, admin, "conformance-approval")
+    kept = gates.create(services, admin, workflow)
+    services.tenants.put_settings(admin.tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
+    services.limiter.forget(admin.tenant)
+    with pytest.raises(DomainError) as refused:
+        gates.create(services, admin, workflow)
+    assert refused.value.code == "interlude.quota_exceeded"
+    assert [run_id_of(i["pk"]["S"]) for i in batch_items(admin.tenant)] == [kept]
+    # The refused run's batch reached the stream before it was taken back: dispatch finds it gone, done with
+    records = [r for r in tenants_outbox_records(admin.tenant) if record_run_id(r) != kept]
+    assert len(records) == 1
+    assert dispatch(records) == {"batchItemFailures": []}
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_a_batch_left_by_a_creation_stopped_before_its_transaction_is_shown_by_nothing_and_dropped_by_the_outbox(
+    services, admin, batch_before, monkeypatch, clock_file
+):
+    workflow = register(services, admin, "conformance-approval")
+    orphan = gates.stopped_creation(services, admin, workflow, monkeypatch)
+    run_id = run_id_of(orphan["pk"]["S"])
+    [batch] = batch_items(admin.tenant)
+    # It goes by itself with the gate put beside it
+    assert run_id_of(batch["pk"]["S"]) == run_id
+    assert batch[wiring.TTL_ATTRIBUTE] == orphan[wiring.TTL_ATTRIBUTE]
+    # Nothing shows its events: they are read only with the run's head
+    with pytest.raises(NotFound):
+        services.runs.poll_events(admin, run_id, -1, 0)
+    with pytest.raises(NotFound):
+        services.run_exports.export(admin, run_id)
+    # The outbox waits for its head, then drops it: nothing dispatched, no failure
+    records = tenants_outbox_records(admin.tenant)
+    assert len(dispatch(records)["batchItemFailures"]) == 1
+    clock.advance(clock_file, wiring.NEW_RUN_BATCH_WAIT_S + 1)
+    assert dispatch(records) == {"batchItemFailures": []}

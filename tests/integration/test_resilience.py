@@ -36,7 +36,7 @@ from interlude import sdk_clients, wiring
 from interlude.adapters import batch
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.composition import Services
-from interlude.domain import clock
+from interlude.domain import clock, formats
 from interlude.domain.audit import AuditDraft
 from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS, TenantSettings
 from interlude.engine.tasks import task_id
@@ -223,8 +223,8 @@ def partial_states(w: World) -> list[str]:
                 if i["sk"] == IDEM_SK and i.get("status") == IN_PROGRESS]  # fmt: skip
     heads = {i["pk"] for i in items if i["sk"] == RUN_SK}
     for item in items:
-        if item["sk"].startswith(INTERRUPT_SK_PREFIX) and item["pk"] not in heads:
-            problems += headless_gate_problems(w, item)
+        if item["sk"].startswith((INTERRUPT_SK_PREFIX, wiring.EVENT_ITEM_PREFIX)) and item["pk"] not in heads:
+            problems += headless_item_problems(w, item)
     problems += headless_items_never_expiring(items, heads)
     problems += unwritten_gates_entries_never_expiring(items, heads)
     for pk in heads:
@@ -245,27 +245,29 @@ def partial_states(w: World) -> list[str]:
     return problems + audit_partial_states(w, items)
 
 
-def headless_gate_problems(w: World, item: dict[str, Any]) -> list[str]:
-    """How an interrupt item without its run head is not whole. A new run's gates are put before the transaction that
-    creates it (docs/adr/0139): one whose transaction never came leaves them, whole only if they go by themselves
-    (the run's provisional expiry, or its search entries' when that was near from the start: docs/adr/0147) and no
-    reader shows them (each trusts a gate only with its head)."""
+def headless_item_problems(w: World, item: dict[str, Any]) -> list[str]:
+    """How a gate's item or an event batch without its run head is not whole. A new run's gates are put before the
+    transaction that creates it (docs/adr/0139), and from 0.7.0 its event batch (docs/adr/0165): one whose transaction
+    never came leaves them, whole only if they go by themselves (the run's provisional expiry, or its search entries'
+    when that was near from the start: docs/adr/0147) and no reader shows them (each trusts them only with its head;
+    the outbox drops such a batch once its head can no longer come)."""
+    kind = "interrupt item" if item["sk"].startswith(INTERRUPT_SK_PREFIX) else "event batch"
     where = f"{item['pk']} {item['sk']}"
     run_id = run_id_of(item["pk"])
     assert run_id is not None
     days = (w.retention_days or DEFAULT_RETENTION_DAYS) + run_search.SEARCH_ENTRY_MARGIN_DAYS
     if wiring.TTL_ATTRIBUTE not in item:
-        problems = [f"interrupt item without its run head, never expiring: {where}"]
+        problems = [f"{kind} without its run head, never expiring: {where}"]
     else:
         left = int(item[wiring.TTL_ATTRIBUTE]) - clock.now().timestamp()
-        problems = [] if left <= days * DAY_S else [f"interrupt item without its run head, expiring in {left:.0f} s: {where}"]
+        problems = [] if left <= days * DAY_S else [f"{kind} without its run head, expiring in {left:.0f} s: {where}"]
     principal = w.services.keys.authenticate(f"Bearer {w.api_key}")
     listed = [*w.services.inbox.inbox(principal, 100, {}, None)["interrupts"],
               *w.services.inbox.inbox(principal, 100, {"runId": run_id}, None)["interrupts"]]  # fmt: skip
     if any(i["runId"] == run_id for i in listed):
-        problems.append(f"interrupt item without its run head, listed in the inbox: {where}")
+        problems.append(f"{kind} without its run head, listed in the inbox: {where}")
     if (got := w.api("GET", f"/runs/{wire(run_id)}"))["statusCode"] != 404:
-        problems.append(f"interrupt item without its run head, its run answered {got['statusCode']}: {where}")
+        problems.append(f"{kind} without its run head, its run answered {got['statusCode']}: {where}")
     return problems
 
 
@@ -835,6 +837,26 @@ def attempt(w: World, op: Operation, at: tuple[int, str, str] | None) -> tuple[l
 
 @pytest.mark.parametrize("name", list(OPERATIONS))
 def test_a_fault_at_every_aws_call_then_the_retry_leaves_the_state_whole(name, tmp_path):
+    found = faults_everywhere(name, tmp_path)
+    assert found == []
+
+
+# The operations that write a new run's event batch, or dispatch it.
+CREATING = ("createRun", "dispatch")
+
+
+@pytest.mark.parametrize("name", CREATING)
+def test_with_a_new_runs_batch_put_before_its_transaction_a_fault_anywhere_leaves_the_state_whole(
+    name, tmp_path, monkeypatch
+):
+    """The writer of docs/adr/0165 (formats.CREATE_BATCH_PUT_BEFORE_WRITTEN, from 0.7.0), switched on here."""
+    monkeypatch.setattr(formats, "CREATE_BATCH_PUT_BEFORE_WRITTEN", True)
+    found = faults_everywhere(name, tmp_path)
+    assert found == []
+
+
+def faults_everywhere(name: str, tmp_path: Path) -> list[str]:
+    """The operation's partial states with a fault before and after each of its AWS calls in turn, then its retry."""
     op = OPERATIONS[name]
     with world(tmp_path) as w:
         calls, clean = attempt(w, op, None)
@@ -850,7 +872,7 @@ def test_a_fault_at_every_aws_call_then_the_retry_leaves_the_state_whole(name, t
                     found += [f"{call} #{index} {when} ({kind}): {p}" for p in problems]
     TALLY[name] = (tried, len(found))
     print(f"\nresilience {name}: {len(calls)} AWS calls, {tried} injection points, {len(found)} partial states")
-    assert found == []
+    return found
 
 
 def test_a_create_stopped_between_its_gates_put_and_its_transaction_leaves_nothing_readable(tmp_path):

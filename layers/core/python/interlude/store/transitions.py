@@ -6,7 +6,7 @@ when the run starts or ends (billing its tenant's usage of the month on it: docs
 conversation claims (store/interactions.py), and with it, when given, the request's Idempotency-Key record and the
 draft of the audit entry recording it, on the event batch (dispatch chains it: docs/adr/0128). Index entries (the inbox's, the run listing's) are plain writes before the transaction,
 never inside it, where each would bill twice (docs/adr/0034); so are the gates' items of a run created with a fresh
-id, which no other writer can write (docs/adr/0139).
+id, which no other writer can write (docs/adr/0139), and from 0.7.0 its event batch (docs/adr/0165).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
-from interlude.domain import head_parts
+from interlude.domain import formats, head_parts
 from interlude.domain.audit import AuditDraft
 from interlude.domain.clock import epoch_of
 from interlude.domain.errors import DomainError
@@ -77,17 +77,21 @@ class TransitionStore(TransactionalTable, RunStore):
         # on the stream to chain (docs/adr/0128); only one without (none that records a decision) appends in it.
         carried, audit = (audit, None) if docs else (None, audit)
         before = gates_put_before(transition, expected_version)
+        batch_before = before and batch_put_before(docs)
         items = transition_items(
-            transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before
+            transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before, batch_before
         )
         if counter is not None:
             items.append(counter)
-        gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, before=True)] if before else []
+        own = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, before=True)] if before else []
         inbox = InboxIndex(self.table, self.client, self.entries_table)
         # The inbox entries of the gates it opens expire with the gates' items (docs/adr/0154): those of a transition
         # stopped before its transaction, or refused, go with the gate it never wrote.
         entries_expiry = gates_expiry(state, now_iso, expires, before)
-        undo = self._put_entries_before(inbox, transition, expected_version, gates, entries_expiry)
+        if batch_before:
+            # With the gates' expiry too, never none: put before the transaction, it goes by itself if that never comes.
+            own.append(event_batch(transition, first_seq, docs, closed, entries_expiry, carried, events_json)[1]["Put"]["Item"])
+        undo = self._put_entries_before(inbox, transition, expected_version, own, entries_expiry)
         try:
             if quota is not None and counters.open_runs_shards(quota[1]) == 1:
                 # One shard: exact against every shard's count, read first (store/limits.py).
@@ -102,11 +106,13 @@ class TransitionStore(TransactionalTable, RunStore):
                         raise
                     # The head records the shard the run claims on: built again with it.
                     built = transition_items(
-                        transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before
+                        transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before,
+                        batch_before,
                     )
                     items = built + [moved]
         except (LostRace, DomainError, KeyAlreadyUsed):
-            # Refused, so nothing was written; a run never created shares its entries and gates with no other writer.
+            # Refused, so nothing was written; a run never created shares its entries, gates and event batch with no
+            # other writer.
             if expected_version is None and undo:
                 for where, keys in undo.items():
                     inbox.delete_keys(keys, where)
@@ -128,19 +134,20 @@ class TransitionStore(TransactionalTable, RunStore):
         inbox: InboxIndex,
         transition: Transition,
         expected_version: int | None,
-        gates: list[a.Item],
+        own: list[a.Item],
         entries_expiry: int | None = None,
     ) -> dict[str, list[a.Item]]:
         """Put the index entries the transition adds, before its transaction: the inbox entries of the interrupts it
         opens (and of a gate's new delegates), expiring at `entries_expiry` when given, and a new run's listing entry,
-        and `gates`, a new run's gates' items (`gates_put_before`). Their keys, to remove them again if the transaction
-        is refused, by table. Closed interrupts' entries are deleted by dispatch from the event batch's image (docs/adr/0048).
-        An inbox entry goes to the table its gate's are in (a new gate's: where this release writes them)."""
+        and `own`, a new run's own items (its gates' items, `gates_put_before`, and its event batch, `batch_put_before`).
+        Their keys, to remove them again if the transaction is refused, by table. Closed interrupts' entries are deleted
+        by dispatch from the event batch's image (docs/adr/0048). An inbox entry goes to the table its gate's are in (a
+        new gate's: where this release writes them)."""
         state = transition.state
-        for gate in gates:
-            within_one_item(gate)  # refused before anything is written, as the transaction refuses it
-        puts: list[a.Item] = list(gates)
-        keys: list[a.Item] = [_key_of(gate) for gate in gates]
+        for item in own:
+            within_one_item(item)  # refused before anything is written, as the transaction refuses it
+        puts: list[a.Item] = list(own)
+        keys: list[a.Item] = [_key_of(item) for item in own]
         elsewhere: dict[str, list[a.Item]] = {}
         for entry in _added_entries(transition):
             written = [{**item, **run_items.expiring(entries_expiry)} for item in entry.items()]
@@ -182,6 +189,14 @@ def gates_put_before(transition: Transition, expected_version: int | None) -> bo
     request race to create it; a later transition's gate key (node and visit) is open to every transition racing from
     the same version: both keep the condition that only the winner meets."""
     return expected_version is None and transition.state.parentRunId is None
+
+
+def batch_put_before(docs: list[dict[str, Any]]) -> bool:
+    """Whether the event batch of a transition whose gates are put before it (`gates_put_before`: a create whose run id
+    was minted for it) is put with them, plainly, not in the transaction: from 0.7.0, whose previous release's dispatch
+    waits for a batch's run head (docs/adr/0165). Its stream record may then reach dispatch before the head commits;
+    a refused create takes it back with its gates."""
+    return bool(docs) and formats.CREATE_BATCH_PUT_BEFORE_WRITTEN
 
 
 def _added_entries(transition: Transition) -> list[Entry]:
@@ -270,28 +285,20 @@ def transition_items(
     audit: AuditDraft | None = None,
     events_json: bytes | None = None,
     gates_before: bool = False,
+    batch_before: bool = False,
 ) -> list[Labelled]:
     """(label, TransactWriteItem) for everything one transition writes: head, events (naming the inbox entries of
     the interrupts it closes, for dispatch to delete, and carrying `audit`, the draft of its audit entry, for the
-    appender on the stream), interrupts (those it opens unless `gates_before`: put before it, `gates_put_before`),
-    abandoned tasks, external-event waiters. `events_json`: `docs`' compact JSON, when the caller has it."""
+    appender on the stream; unless `batch_before`: put before it, `batch_put_before`), interrupts (those it opens
+    unless `gates_before`: put before it, `gates_put_before`), abandoned tasks, external-event waiters. `events_json`:
+    `docs`' compact JSON, when the caller has it."""
     state = transition.state
     pk = run_pk(state.runId)
     run_items.mark_written(state, transition.opened)
     items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
     kept = _items_expiry(state, now_iso, expires)
-    if docs:
-        batch = run_items.event_batch_put(
-            state.runId,
-            first_seq,
-            docs,
-            closed_entries(closed),
-            kept,
-            audit,
-            transition.opened,
-            events_json,
-        )
-        items.append(batch)
+    if docs and not batch_before:
+        items.append(event_batch(transition, first_seq, docs, closed, kept, audit, events_json))
     if not gates_before:
         items += opened_items(transition, first_seq, now_iso, expires)
     # A gate claimed, released or assigned (engine.run.assign): every inbox entry of it says who works it now, in the
@@ -327,6 +334,21 @@ def transition_items(
     items += [abandoned_update(state.runId, n, p, kept) for n, p in transition.abandoned if p.kind == TASK]
     # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
     return items + interaction_items(transition, now_iso)
+
+
+def event_batch(
+    transition: Transition,
+    first_seq: int,
+    docs: list[dict[str, Any]],
+    closed: list[Entry],
+    expires: int | None,
+    audit: AuditDraft | None,
+    events_json: bytes | None,
+) -> Labelled:
+    """(label, conditional Put) of the transition's event batch (run_items.event_batch_put)."""
+    return run_items.event_batch_put(
+        transition.state.runId, first_seq, docs, closed_entries(closed), expires, audit, transition.opened, events_json
+    )
 
 
 def opened_items(
