@@ -2,7 +2,7 @@
 batch at a time (interlude.app.dispatch: the items and their runs' heads read in one call, runs side by side, each
 run's items in order); partial-batch failure reporting, per message (a failed message reappears after its visibility
 timeout, and the messages of its run after it in the batch with it; a new run's batch that waits for its run's head
-sooner: wiring.NEW_RUN_BATCH_RETRY_S)."""
+sooner: interlude.app.dispatch.head_wait_retry_s)."""
 
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ with collector_paused():
     from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.queues import hide
     from interlude.app.caught import caught
-    from interlude.app.dispatch import HeadNotYetCommitted, HeldBack
+    from interlude.app.dispatch import HeadNotYetCommitted, HeldBack, head_wait_retry_s
     from interlude.composition import compose, services
     from interlude.config.queues import queue_settings
     from interlude.sdk_clients import use_packaged_models
     from interlude.store.layout import run_id_of
     from interlude.store.stream import OutboxRecords
     from interlude.store.tenant_standing import TenantStanding, standing_of
-    from interlude.wiring import NEW_RUN_BATCH_RETRY_S, OUTBOX_BATCH_SIZE, OUTBOX_QUEUE
+    from interlude.wiring import OUTBOX_BATCH_SIZE, OUTBOX_QUEUE
 
     logger = Logger(service="interlude-dispatch")
     # An item that fails is logged (with its traceback and its run's correlation id) and counted before SQS hands
@@ -103,11 +103,15 @@ def dispatched(records: list[dict[str, Any]]) -> dict[str, BaseException]:
 def hide_waiting(records: list[dict[str, Any]], outcome: dict[str, BaseException]) -> None:
     """Hand out again soon the messages of new runs' batches that wait for their runs' heads (their head commits within
     its create's request); on a failure to hide them, they wait for the queue's visibility timeout instead."""
-    waiting = [r["receiptHandle"] for r in records if isinstance(outcome.get(r["messageId"]), HeadNotYetCommitted)]
+    waiting = [
+        (r["receiptHandle"], head_wait_retry_s(int((r.get("attributes") or {}).get("ApproximateReceiveCount", 1))))
+        for r in records
+        if isinstance(outcome.get(r["messageId"]), HeadNotYetCommitted)
+    ]
     if not waiting:
         return
     try:
-        hide(queue_settings().outbox_url, waiting, NEW_RUN_BATCH_RETRY_S)
+        hide(queue_settings().outbox_url, waiting)
     except Exception:  # noqa: BLE001 - later is still retried
         caught(logger, "outbox-hide", "messages waiting for their runs' heads could not be hidden briefly")
 

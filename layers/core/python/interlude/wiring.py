@@ -590,9 +590,10 @@ OUTBOX_MAX_RECEIVES = STREAM_MAX_RETRIES
 # room for two functions' clocks. A batch older than this without its head is an orphan: its create crashed between
 # the put and the transaction, or was refused and did not take it back; it is dropped, never dispatched.
 NEW_RUN_BATCH_WAIT_S = 2 * function("api").timeout_s
-# How long dispatch hides such a batch's message before the queue hands it out again: the wait spread over at most
-# half the message's receives, so waiting for a head never sends it to the dead letters.
-NEW_RUN_BATCH_RETRY_S = -(-NEW_RUN_BATCH_WAIT_S // (OUTBOX_MAX_RECEIVES // 2))
+# How long dispatch hides such a batch's message before the queue hands it out again after its first receive, twice
+# as long after each next one (app/dispatch.head_wait_retry_s): soon, for a head nearly always commits within
+# milliseconds of the batch, and past the wait within a few of the message's receives, never its dead letters.
+NEW_RUN_BATCH_FIRST_RETRY_S = 2
 
 QUEUES: tuple[Queue, ...] = (
     # The outbox (issue 26, S5): one message per new event-log item, `MessageGroupId` = its tenant, so SQS fair

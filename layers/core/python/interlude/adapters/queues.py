@@ -46,13 +46,13 @@ def send_grouped(queue_url: str, messages: list[tuple[str, dict[str, Any]]], wha
             raise RuntimeError(f"{len(result['Failed'])} {what}(s) could not be queued")
 
 
-def hide(queue_url: str, receipt_handles: list[str], seconds: int) -> None:
-    """Hide received messages for `seconds` (their visibility timeout from now), ten per call: a consumer that reports
-    them failed has them handed out again then, not after the queue's own timeout. A message not hidden (a refused
-    entry) reappears after the queue's timeout, later but still."""
-    for start in range(0, len(receipt_handles), SQS_BATCH):
-        chunk = receipt_handles[start : start + SQS_BATCH]
+def hide(queue_url: str, hidden: list[tuple[str, int]]) -> None:
+    """Hide received messages ((receipt handle, seconds): their visibility timeout from now), ten per call: a consumer
+    that reports them failed has them handed out again then, not after the queue's own timeout. A message not hidden
+    (a refused entry) reappears after the queue's timeout, later but still."""
+    for start in range(0, len(hidden), SQS_BATCH):
+        chunk = hidden[start : start + SQS_BATCH]
         _sqs().change_message_visibility_batch(
             QueueUrl=queue_url,
-            Entries=[{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": seconds} for i, h in enumerate(chunk)],
+            Entries=[{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": s} for i, (h, s) in enumerate(chunk)],
         )

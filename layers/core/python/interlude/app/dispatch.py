@@ -38,7 +38,7 @@ from interlude.store.stream import (
     new_run_batch_stamped,
     stream_events,
 )
-from interlude.wiring import NEW_RUN_BATCH_WAIT_S
+from interlude.wiring import NEW_RUN_BATCH_FIRST_RETRY_S, NEW_RUN_BATCH_WAIT_S
 
 if TYPE_CHECKING:
     from interlude.app.ports import InboxEntries, RunRecords
@@ -252,6 +252,12 @@ def _without_head(
             if stamped is not None:
                 (waiting if now_s - stamped < NEW_RUN_BATCH_WAIT_S else orphans).add(record_id)
     return waiting, orphans
+
+
+def head_wait_retry_s(receives: int) -> int:
+    """Seconds a new run's batch waiting for its head is hidden after its `receives`-th receive (SQS's
+    ApproximateReceiveCount): doubling from NEW_RUN_BATCH_FIRST_RETRY_S, never past the whole wait."""
+    return int(min(NEW_RUN_BATCH_FIRST_RETRY_S * 2 ** max(receives - 1, 0), NEW_RUN_BATCH_WAIT_S))
 
 
 def _append_drafts(batch: Sequence[tuple[str, dict[str, Any]]], append_audit: AuditAppender) -> dict[str, BaseException]:
