@@ -21,6 +21,7 @@ import boto3
 import pytest
 from moto.ses.models import ses_backends
 
+from interlude.adapters import secret_values
 from interlude.adapters.keyring_store import load_key_ring
 from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.adapters.notify.slack_settings import store_slack
@@ -110,7 +111,9 @@ def person(services: Services, tenant: str, principal_id: str, **entry: Any) -> 
 
 
 def worker(services: Services, urls: dict[str, str], slack: Receiver | None = None) -> Worker:
-    """The notify worker, signing links with the deployment's key ring (so the api opens them)."""
+    """The notify worker, signing links with the deployment's key ring (so the api opens them): a notify instance
+    started now, which keeps no Slack secret an earlier one read (adapters/secret_values.py)."""
+    secret_values.forget()
     return worker_for(
         services,
         urls,

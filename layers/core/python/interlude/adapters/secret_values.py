@@ -1,6 +1,7 @@
 """A Secrets Manager secret's value as a warm function reads it: fetched with the process's one SDK session
 (interlude.sdk_clients) and kept for the age its reader gives, so a warm instance reads each secret at most once per
-that age (the token key ring: adapters/keyring_store.py; the audit signing key: adapters/audit_key.py).
+that age (the token key ring: adapters/keyring_store.py; the audit signing key: adapters/audit_key.py; a tenant's Slack
+secrets: adapters/notify/worker.py, adapters/notify/slack_interactivity.py).
 
 Powertools' parameters utility did this before (docs/adr/0163): its Secrets Manager provider makes a boto3 session
 and client of its own, so the first read imported boto3 (s3transfer, multiprocessing: what sdk_clients.py keeps out
@@ -10,22 +11,32 @@ for it, and its import a tenth more (bench/cold_import.py --instructions).
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, cast
+
+from botocore.exceptions import ClientError
 
 from interlude import sdk_clients
 
 # The clock a kept value's age is read on (monotonic: a wall clock set back would keep a value too long).
 monotonic: Callable[[], float] = time.monotonic
+# Secrets kept at most, the least recently read forgotten first: the Slack readers name a secret per tenant, so a
+# request naming a made-up tenant costs one read and what an instance keeps stays bounded however many are named.
+MAX_KEPT = 1000
+
+_lock = threading.Lock()
 
 
 @cache
-def _kept() -> dict[str, tuple[float, str]]:
-    """Secret name -> (the monotonic time it is kept until, its value). A cache of its own, so interlude.local's fresh
-    instances forget it as they forget every cache; a SnapStart restore through `forget`."""
-    return {}
+def _kept() -> OrderedDict[str, tuple[float, str | None]]:
+    """Secret name -> (the monotonic time it is kept until, its value; None: there is no such secret), least recently
+    read first. A cache of its own, so interlude.local's fresh instances forget it as they forget every cache; a
+    SnapStart restore through `forget`."""
+    return OrderedDict()
 
 
 @cache
@@ -37,14 +48,37 @@ def secret_value(name: str, max_age_s: float, *, force_fetch: bool = False, clie
     """The secret's current value (its SecretString, or its SecretBinary as UTF-8), read again once `max_age_s` has
     passed since it was read, or at once with `force_fetch`. `client`: the Secrets Manager client to read with (the
     session's own unless given)."""
+    # Never None: without missing_ok a missing secret raises.
+    return cast(str, _value(name, max_age_s, force_fetch, client, missing_ok=False))
+
+
+def secret_value_if_set(name: str, max_age_s: float, *, client: Any = None) -> str | None:
+    """As `secret_value`, None while there is no such secret: that too is kept for `max_age_s`."""
+    return _value(name, max_age_s, False, client, missing_ok=True)
+
+
+def _value(name: str, max_age_s: float, force_fetch: bool, client: Any, *, missing_ok: bool) -> str | None:
     now = monotonic()
-    kept = _kept().get(name)
-    if kept is not None and not force_fetch and now < kept[0]:
-        return kept[1]
-    answer = (client or _client()).get_secret_value(SecretId=name)
-    value = answer["SecretString"] if "SecretString" in answer else bytes(answer["SecretBinary"]).decode("utf-8")
-    _kept()[name] = (now + max_age_s, value)
-    return str(value)
+    with _lock:
+        kept = _kept().get(name)
+        # A kept absence answers only a reader that accepts one; any other reads again (and is told it is missing).
+        if kept is not None and not force_fetch and now < kept[0] and (missing_ok or kept[1] is not None):
+            _kept().move_to_end(name)
+            return kept[1]
+    try:
+        answer = (client or _client()).get_secret_value(SecretId=name)
+    except ClientError as exc:
+        if not missing_ok or exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        value = None
+    else:
+        value = answer["SecretString"] if "SecretString" in answer else bytes(answer["SecretBinary"]).decode("utf-8")
+    with _lock:
+        _kept()[name] = (now + max_age_s, value)
+        _kept().move_to_end(name)
+        while len(_kept()) > MAX_KEPT:
+            _kept().popitem(last=False)
+    return None if value is None else str(value)
 
 
 def forget() -> None:

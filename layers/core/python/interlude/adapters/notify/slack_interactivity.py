@@ -1,32 +1,28 @@
 """The tenant's Slack app as the interactivity endpoint meets it (issue 28 item 6; app.ports.SlackChannel): its signing
-secret and its bot token read from Secrets Manager (briefly cached), a click's answer posted to the click's
+secret and its bot token read from Secrets Manager (kept briefly: adapters/secret_values.py), a click's answer posted to the click's
 `response_url`, and a modal opened with `views.open` — each through the egress guard, pinned to the addresses it
 admitted, as every outbound request of Interlude is."""
 
 from __future__ import annotations
 
 import json
-import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from botocore.exceptions import ClientError
 
 from interlude import sdk_clients
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
 from interlude.adapters.notify.slack_settings import slack_secret_name, slack_signing_secret_name
+from interlude.adapters.secret_values import secret_value_if_set
 from interlude.config.notify import NotifySettings, notify_settings
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 
 logger = Logger(service="interlude", child=True)
 USER_AGENT = "interlude-slack/1"
-# A secret set (or rotated) reaches every api instance within this long.
+# A secret set (or rotated) reaches every api instance within this long; its absence is kept as long, and what an
+# instance keeps is bounded however many tenants requests name (adapters/secret_values.py).
 SECRET_CACHE_S = 60.0
-# Secrets (a tenant's signing secret, its bot token) whose value (or absence) an instance keeps: a request naming a made-up tenant costs one read, and the
-# cache stays bounded however many are named.
-SECRET_CACHE_TENANTS = 1000
 # Slack wants its request acknowledged within 3 seconds, and the answer is posted before the acknowledgement.
 REPLY_CONNECT_TIMEOUT_S = 1.0
 REPLY_TOTAL_TIMEOUT_S = 2.0
@@ -38,32 +34,20 @@ class SlackApp:
     settings: NotifySettings
     resolve: Resolver | None = None
     ca_file: str | None = None
-    # (secret name, tenant) -> (until, the field read, None: not set)
-    _cache: OrderedDict[tuple[str, str], tuple[float, str | None]] = field(default_factory=OrderedDict)
 
     def signing_secret(self, tenant: str) -> str | None:
         name = slack_signing_secret_name(tenant, self.settings.slack_signing_secret_prefix)
-        return self._secret(name, tenant, "signingSecret")
+        return self._secret(name, "signingSecret")
 
     def bot_token(self, tenant: str) -> str | None:
         """The tenant's bot token (None: it has none, or posts through an incoming webhook)."""
-        return self._secret(slack_secret_name(tenant, self.settings.slack_secret_prefix), tenant, "botToken")
+        return self._secret(slack_secret_name(tenant, self.settings.slack_secret_prefix), "botToken")
 
-    def _secret(self, name: str, tenant: str, key: str) -> str | None:
-        hit = self._cache.get((key, tenant))
-        if hit is None or hit[0] <= time.monotonic():
-            try:
-                value = json.loads(self.secrets.get_secret_value(SecretId=name)["SecretString"]).get(key)
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
-                    raise
-                value = None
-            hit = (time.monotonic() + SECRET_CACHE_S, value if isinstance(value, str) and value else None)
-            self._cache[(key, tenant)] = hit
-            self._cache.move_to_end((key, tenant))
-            while len(self._cache) > SECRET_CACHE_TENANTS:
-                self._cache.popitem(last=False)
-        return hit[1]
+    def _secret(self, name: str, key: str) -> str | None:
+        """The secret's `key` field (None: no such secret, or no such field), as this instance keeps the secret."""
+        value = secret_value_if_set(name, SECRET_CACHE_S, client=self.secrets)
+        read = None if value is None else json.loads(value).get(key)
+        return read if isinstance(read, str) and read else None
 
     def reply(self, response_url: str, message: dict[str, Any]) -> None:
         """Best-effort: a refused or failed post is logged (without the URL, which is a credential of its own)."""

@@ -38,6 +38,7 @@ from interlude.adapters.notify.messages import (
     reminds,
     slack_message,
 )
+from interlude.adapters.secret_values import secret_value_if_set
 from interlude.app.caught import caught
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import epoch_of, iso_epoch
@@ -99,7 +100,6 @@ class Worker(LeasedWorker[Recipient]):
     clock: Callable[[], float] = time.time
     rand: Callable[[], float] = field(default=random.random)
     ca_file: str | None = None
-    _slack: dict[str, tuple[float, dict[str, Any] | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.notifications = NotificationStore(self.store)
@@ -312,18 +312,14 @@ class Worker(LeasedWorker[Recipient]):
             raise ChannelFailed("io") from None
 
     def _slack_config(self, tenant: str) -> dict[str, Any] | None:
-        hit = self._slack.get(tenant)
-        if hit is None or hit[0] <= time.monotonic():
-            name = secret_name(self.settings.slack_secret_prefix, tenant)
-            try:
-                value = json.loads(self.secrets.get_secret_value(SecretId=name)["SecretString"])
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
-                    raise ChannelFailed("secret_unreadable") from None
-                value = None
-            hit = (time.monotonic() + SLACK_SECRET_CACHE_S, value)
-            self._slack[tenant] = hit
-        return hit[1]
+        """The tenant's Slack secret (None: it has none), as this instance keeps it (adapters/secret_values.py)."""
+        name = secret_name(self.settings.slack_secret_prefix, tenant)
+        try:
+            value = secret_value_if_set(name, SLACK_SECRET_CACHE_S, client=self.secrets)
+        except ClientError:
+            raise ChannelFailed("secret_unreadable") from None
+        config: dict[str, Any] | None = None if value is None else json.loads(value)
+        return config
 
     def _slack_post(self, tenant: str, entry: PrincipalEntry, content: Content) -> dict[str, Any]:
         """Posts the message; for a bot token, answers where Slack keeps it ({channel, ts}: what chat.update names)."""
