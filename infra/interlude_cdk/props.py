@@ -67,7 +67,9 @@ class ExistingTable:
     # The table's latest stream ARN (`aws dynamodb describe-table ... --query Table.LatestStreamArn`).
     stream_arn: str
     # The second table (wiring.ENTRIES_TABLE), restored to the same instant as the first (docs/operations.md,
-    # "Restore"); None only for a table of a release that had no second table: the stack then creates a new one.
+    # "Restore"); None only for a table of a release that had no second table: the stack then makes its own (or keeps
+    # the one it has, under the same id, so an upgrade never replaces it: docs/operations.md §9 says when to name an
+    # empty one here instead).
     entries_table_name: str | None = None
 
 
