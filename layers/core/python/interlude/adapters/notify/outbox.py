@@ -25,8 +25,9 @@ sends once. Nothing here runs inside a resolve.
 from __future__ import annotations
 
 import logging
-import threading
+from collections.abc import Callable
 from datetime import datetime
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from interlude.adapters.notify.messages import (
@@ -68,6 +69,9 @@ APPROVAL_GATE = "core.approvalGate"
 ASKING_GATES = {APPROVAL_GATE, "core.clarificationGate", "core.interrupt", "core.confidenceGate"}
 # What a closed gate's message carries of the interrupt.resolved event (domain/outcomes.py's names).
 OUTCOME_CARRIED = ("action", "decision", "reason")
+# The tenant's settings as one record reads them: at the first need, once (a raised gate asks twice: whether
+# delegation is allowed, the reminders' offsets; a resolve and an escalation once each, or not at all).
+RecordSettings = Callable[[], "TenantSettings"]
 
 
 def _open_asking(state: RunState, node_id: str | None, interrupt_id: str | None = None) -> OpenInterrupt | None:
@@ -100,33 +104,26 @@ class NotificationOutbox:
         self.tenants = tenants
         self.definitions = definitions
         self.clock = clock
-        # The tenant's settings as read for the record this thread handles (dispatch handles runs side by side).
-        self._held = threading.local()
 
-    def _settings(self, tenant: str) -> TenantSettings:
-        """The tenant's settings, read once per record handled: a raised gate asks for them twice (whether delegation
-        is allowed, the reminders' offsets), a resolve and an escalation once each."""
-        held = getattr(self._held, "settings", None)
-        if held is None or held[0] != tenant:
-            held = self._held.settings = (tenant, tenant_settings(self.tenants, tenant))
-        return held[1]
+    def _record_settings(self, tenant: str) -> RecordSettings:
+        return cache(partial(tenant_settings, self.tenants, tenant))
 
     def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         if not any(e.get("type") in WATCHED for e in events):
             return
-        self._held.settings = None
         got = self.records.get_run(run_id)
         if got is None:
             return
         state, _ = got
+        settings = self._record_settings(state.tenant)
         messages: list[dict[str, Any]] = []
         for event in events:
             if event["type"] == RAISED_EVENT:
-                messages += self._raised(state, event)
+                messages += self._raised(state, event, settings)
             elif event["type"] == ESCALATION_EVENT:
-                messages += self._escalation(state, event)
+                messages += self._escalation(state, event, settings)
             elif event["type"] == RESOLVED_EVENT:
-                self._cancel_reminders(state, event)
+                self._cancel_reminders(state, event, settings)
                 messages += self._resolved(state, event)
             elif event["type"] == CANCELLED_EVENT:
                 messages += self._withdrawn(state, event)
@@ -187,16 +184,16 @@ class NotificationOutbox:
         definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
         return next((n.typeId for n in definition.nodes if n.id == node_id), None)
 
-    def _raised(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+    def _raised(self, state: RunState, event: dict[str, Any], settings: RecordSettings) -> list[dict[str, Any]]:
         interrupt = _open_asking(state, event.get("nodeId"))
         if interrupt is None or interrupt.key != (event.get("payload") or {}).get("key"):
             return []  # decided before this record was handled (or asks no person): nobody to ask
         people, cut = recipients(self.directory, state.tenant, self._asked_of(state, interrupt))
-        self._schedule_reminders(state, interrupt)
+        self._schedule_reminders(state, interrupt, settings)
         base = {"cut": True} if cut else {}
         return [
             queue_message(state.tenant, state.runId, interrupt.nodeId, interrupt.interruptId, pid, RAISED, **base, **extra)
-            for pid, extra in self._asked(state.tenant, interrupt, people)
+            for pid, extra in self._asked(state.tenant, interrupt, people, settings)
         ]
 
     def _asked_of(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
@@ -206,10 +203,12 @@ class NotificationOutbox:
         config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(interrupt.nodeId).config
         return asked_of(interrupt.payload, config)
 
-    def _asked(self, tenant: str, interrupt: OpenInterrupt, people: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    def _asked(
+        self, tenant: str, interrupt: OpenInterrupt, people: list[str], settings: RecordSettings
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Who a notification of the gate goes to, each with what its message names: the recipients whose own vote is
         not in, then each delegate holding a vote nobody has cast (issue 14 item 4), one entry per person."""
-        allowed = bool(self._settings(tenant).allowDelegation)
+        allowed = bool(settings().allowDelegation)
         own = [pid for pid in people if still_asked(interrupt, pid, True, [], allowed)]
         delegates = self._delegates_asked(tenant, interrupt, own) if allowed else {}
         asked = []
@@ -222,30 +221,30 @@ class NotificationOutbox:
             asked.append((pid, extra))
         return asked
 
-    def _reminder_offsets_ms(self, state: RunState, node_id: str) -> list[int]:
+    def _reminder_offsets_ms(self, state: RunState, node_id: str, settings: RecordSettings) -> list[int]:
         config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
         asked = config.get("remindersMs")
         if asked is not None:
             return list(asked)
-        return list(self._settings(state.tenant).remindersMs or ())
+        return list(settings().remindersMs or ())
 
-    def _reminders(self, state: RunState, interrupt: OpenInterrupt) -> list[Deadline]:
+    def _reminders(self, state: RunState, interrupt: OpenInterrupt, settings: RecordSettings) -> list[Deadline]:
         raised = _epoch(interrupt.raisedAt)
         out = []
-        for index, offset in enumerate(sorted(self._reminder_offsets_ms(state, interrupt.nodeId))):
+        for index, offset in enumerate(sorted(self._reminder_offsets_ms(state, interrupt.nodeId, settings))):
             due = raised + offset / 1000
             if interrupt.deadline is None or due < interrupt.deadline:
                 out.append(Deadline("reminder", due, interrupt.nodeId, interrupt_id=interrupt.interruptId, visit=index))
         return out
 
-    def _schedule_reminders(self, state: RunState, interrupt: OpenInterrupt) -> None:
+    def _schedule_reminders(self, state: RunState, interrupt: OpenInterrupt, settings: RecordSettings) -> None:
         scheduler = scheduler_.from_env()
         if scheduler is None:
             return
-        for reminder in self._reminders(state, interrupt):
+        for reminder in self._reminders(state, interrupt, settings):
             scheduler.ensure(state.runId, reminder)
 
-    def _cancel_reminders(self, state: RunState, event: dict[str, Any]) -> None:
+    def _cancel_reminders(self, state: RunState, event: dict[str, Any], settings: RecordSettings) -> None:
         scheduler = scheduler_.from_env()
         payload = event.get("payload") or {}
         node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
@@ -253,11 +252,11 @@ class NotificationOutbox:
             return
         if self._type_of(state, node_id) not in ASKING_GATES:
             return
-        count = len(self._reminder_offsets_ms(state, node_id))
+        count = len(self._reminder_offsets_ms(state, node_id, settings))
         for index in range(count):
             scheduler.delete(state.runId, Deadline("reminder", 0, node_id, interrupt_id=interrupt_id, visit=index))
 
-    def _escalation(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+    def _escalation(self, state: RunState, event: dict[str, Any], settings: RecordSettings) -> list[dict[str, Any]]:
         payload = event.get("payload") or {}
         node_id, interrupt_id = payload.get("nodeId") or event.get("nodeId"), payload.get("interruptId")
         if not node_id or not interrupt_id:
@@ -265,7 +264,7 @@ class NotificationOutbox:
         config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
         principals = list(config.get("escalationPrincipals") or ())
         if not principals:
-            principals = list(self._settings(state.tenant).overridePrincipals)
+            principals = list(settings().overridePrincipals)
         people = [principal_subject(p) for p in principals]
         title = payload.get("title") or node_id
         return [
@@ -283,7 +282,6 @@ class NotificationOutbox:
         got = self.records.get_run(run_id)
         if got is None:
             return 0
-        self._held.settings = None
         state, _ = got
         interrupt = _open_asking(state, node_id, interrupt_id)
         if interrupt is None:
@@ -292,7 +290,7 @@ class NotificationOutbox:
         purpose = reminder_purpose(int(body.get("visit") or 0))
         messages = [
             queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"), **extra)
-            for pid, extra in self._asked(state.tenant, interrupt, people)
+            for pid, extra in self._asked(state.tenant, interrupt, people, self._record_settings(state.tenant))
         ]
         send(messages)
         return len(messages)
