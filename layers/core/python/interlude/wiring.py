@@ -224,16 +224,18 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:BatchWriteItem",
             "dynamodb:BatchGetItem",
         ),
-        # Inbox entries: written around each transition and deleted when stale (BatchWriteItem), put by a claim's or
-        # an assignment's transaction (PutItem), read by an inbox page (Query); delivery records: listed and read
-        # (Query, GetItem, BatchGetItem) and reopened by a replay (UpdateItem).
+        # Inbox entries: written around each transition and deleted when stale (BatchWriteItem), put again by a
+        # claim's, release's or assignment's transaction (PutItem: store/transitions.transition_items, the one Put
+        # into this table, for a gate-assigned event, which only app/claims.py makes); read by an inbox page (Query).
+        # Delivery records: listed (Query), read by a replay where it finds one and by a notice's attempts (GetItem:
+        # store/deliveries.located, attempts) and reopened by the replay (UpdateItem: store/leases). No BatchGetItem:
+        # neither 0.5.0 nor this release batch-reads this table (ADR 0161).
         entries_table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
             "dynamodb:BatchWriteItem",
-            "dynamodb:BatchGetItem",
         ),
         # Webhook subscriptions (issue 14): a secret is created at POST /webhooks, replaced at rotate-secret, read
         # to keep the previous one through the overlap, and deleted with its subscription.
@@ -307,11 +309,10 @@ FUNCTIONS: tuple[Function, ...] = (
             # (interlude.store.directory.DirectoryStore.get_many).
             "dynamodb:BatchGetItem",
         ),
-        # Inbox entries: put around a transition and deleted once an event closes their gate (BatchWriteItem), put by
-        # an assignment's transaction (PutItem); a retention turn reads the run's delivery records and sets their
-        # expiry (Query, UpdateItem).
+        # Inbox entries: put around a transition and deleted once an event closes their gate (BatchWriteItem); a
+        # retention turn reads the run's delivery records and entries and sets their expiry (Query, UpdateItem:
+        # store/retention.items_page, set_item_ttl). No PutItem: only a claim's transaction puts into this table (api).
         entries_table_actions=(
-            "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
             "dynamodb:BatchWriteItem",
@@ -345,11 +346,11 @@ FUNCTIONS: tuple[Function, ...] = (
             # back in one BatchGetItem (interlude.store.head_parts.event_payloads, ADR 0134).
             "dynamodb:BatchGetItem",
         ),
-        # Delivery records: read before a dial (GetItem), created by the claim and updated with each attempt (PutItem,
-        # UpdateItem); a webhook replay lists a run's (Query).
+        # Delivery records: read before a dial (GetItem), created by the claim and updated with each attempt and its
+        # expiry confirmed (UpdateItem: store/leases writes a ledger item, a new one too, with UpdateItem only); a
+        # webhook replay lists a run's (Query).
         entries_table_actions=(
             "dynamodb:GetItem",
-            "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
         ),
@@ -385,9 +386,9 @@ FUNCTIONS: tuple[Function, ...] = (
             # (interlude.store.directory.DirectoryStore.get_many).
             "dynamodb:BatchGetItem",
         ),
-        # A timeout closes a gate, an escalation reassigns one: their inbox entries go or are put (BatchWriteItem, and
-        # PutItem in an assignment's transaction).
-        entries_table_actions=("dynamodb:PutItem", "dynamodb:BatchWriteItem"),
+        # A timeout closes a gate, an escalation changes one: their inbox entries go or are put around the transition
+        # (BatchWriteItem). No PutItem: neither assigns the gate (only a claim's transaction puts into this table: api).
+        entries_table_actions=("dynamodb:BatchWriteItem",),
         reserved_concurrency=TIMEOUTS_CONCURRENCY,
         # A reminder's schedule (issue 14) fires here too: it queues the reminders of the gate it names. The daily
         # retention sweep's schedule queues the sweep's first turn on the migrations queue.
@@ -471,17 +472,16 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:BatchGetItem",
             "dynamodb:BatchWriteItem",
         ),
-        # Inbox entries' backfills (which exist: BatchGetItem; the missing put: BatchWriteItem; read and rewritten:
-        # Query, PutItem, UpdateItem); a run's retention sets its delivery records' and entries' expiry (Query,
-        # UpdateItem); the daily sweep reads a replayed delivery (GetItem) it queues again, and passes over the second
-        # table (Scan: its delivery records, migrations/sweeps.records_sweep).
+        # The inbox entries' backfills read and write the first table only (store/migrations.py); 0010 deletes
+        # approval-kind entries in both (BatchWriteItem). A run's retention sets its delivery records' and entries'
+        # expiry (Query, UpdateItem); the daily sweep reads a replayed delivery (GetItem) it queues again, and passes
+        # over the second table (Scan: its delivery records, migrations/sweeps.records_sweep). No PutItem or
+        # BatchGetItem: no path of 0.5.0 or this release sends either to this table (ADR 0161).
         entries_table_actions=(
             "dynamodb:GetItem",
-            "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
             "dynamodb:Scan",
-            "dynamodb:BatchGetItem",
             "dynamodb:BatchWriteItem",
         ),
     ),
