@@ -5,30 +5,18 @@ theirs there (so a SnapStart restore forgets them with the key ring)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from interlude.adapters import secret_values
 from interlude.adapters.notify.slack_interactivity import SECRET_CACHE_S, SlackApp
 from interlude.adapters.notify.slack_settings import slack_secret_name, slack_signing_secret_name
 from interlude.adapters.secret_values import secret_value, secret_value_if_set
 from interlude.config.notify import NotifySettings
+from tests.integration.test_keyring_store import secretsmanager as secretsmanager  # noqa: F401, PLC0414 (the fixture)
 
 MAX_AGE_S = 60.0
-
-
-@pytest.fixture
-def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SECRETS_MANAGER"):
-        monkeypatch.delenv(name, raising=False)
-    secret_values.forget()
-    with mock_aws():
-        yield boto3.client("secretsmanager", region_name="us-east-1")
-    secret_values.forget()
 
 
 @pytest.fixture
