@@ -1,7 +1,7 @@
 """The tenant's Slack app as the interactivity endpoint meets it (issue 28 item 6; app.ports.SlackChannel): its signing
-secret and its bot token read from Secrets Manager (kept briefly: adapters/secret_values.py), a click's answer posted to the click's
-`response_url`, and a modal opened with `views.open` — each through the egress guard, pinned to the addresses it
-admitted, as every outbound request of Interlude is."""
+secret and its bot token read from Secrets Manager (kept briefly: adapters/secret_values.py), a click's answer posted
+to the click's `response_url`, and a modal opened with `views.open` — each through the egress guard, pinned to the
+addresses it admitted, as every outbound request of Interlude is."""
 
 from __future__ import annotations
 
