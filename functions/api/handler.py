@@ -6,9 +6,10 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from interlude.coldstart import collector_paused
+from interlude.coldstart import collector_paused, defer_unused_modules
 
 with collector_paused():
+    defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     from interlude import config
     from interlude.adapters import metrics
     from interlude.api.app import lambda_handler

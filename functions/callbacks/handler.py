@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
+from interlude.coldstart import DATA_CLASSES, collector_paused, defer_unused_modules, lazy_package
 
 with collector_paused():
+    defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     from functools import cache, partial
     from typing import Any
 

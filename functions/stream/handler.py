@@ -6,9 +6,10 @@ import os
 
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from interlude.coldstart import collector_paused
+from interlude.coldstart import collector_paused, defer_unused_modules
 
 with collector_paused():
+    defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     from typing import Any
 
     from aws_lambda_powertools import Logger

@@ -32,7 +32,9 @@ if "pydantic" in sys.modules:
             yield from subclasses(sub)
 
     built = [c.__qualname__ for c in subclasses(BaseModel) if c.__module__.startswith("interlude") and c.__pydantic_complete__]
-print(json.dumps({"modules": sorted(sys.modules), "built": built}))
+from interlude.coldstart import deferred
+# A module registered for first use (interlude/coldstart.py) and not used yet is not loaded.
+print(json.dumps({"modules": sorted(n for n, m in sys.modules.items() if not deferred(m)), "built": built}))
 """
 
 # The engine's run rules and its node types' registry: what moves a run (the services that move one import them; the
@@ -191,6 +193,37 @@ def test_a_function_imports_only_what_its_invocations_use(function):
     loaded = among(got["modules"], NOT_AT_IMPORT[function])
     assert loaded == [], f"functions/{function} imports {loaded} at cold start"
     assert got["built"] == [], f"functions/{function} builds pydantic validators at import: {got['built']}"
+
+
+# What the SDK, Powertools and the standard library import and no invocation runs (coldstart.defer_unused_modules):
+# the SDK's documentation writer and date parser, the distributions' metadata urllib3's HTTP/2 opt-in reads,
+# the batch utility's asyncio, gzip, configparser, traceback's colour themes (Python ≥ 3.13).
+DEFERRED_EVERYWHERE = [
+    "botocore.docs.service",  # the package `__init__`s documentation writer
+    "botocore.docs.bcdoc.restdoc",
+    "dateutil.parser",
+    "importlib.metadata",
+    "asyncio",
+    "gzip",
+    "configparser",
+    "_colorize",
+]
+
+
+@pytest.mark.parametrize("function", sorted(NOT_AT_IMPORT))
+def test_a_function_defers_what_the_libraries_import_and_it_never_runs(function):
+    assert among(imported(function)["modules"], DEFERRED_EVERYWHERE) == []
+
+
+def test_what_is_deferred_loads_at_its_first_use():
+    """A deferred module answers its first use: a worker's first message that formats a traceback, or needs asyncio."""
+    got = imported(
+        "notify",
+        then="import asyncio, traceback\n"
+        "assert asyncio.iscoroutinefunction(asyncio.sleep)\n"
+        "try:\n    raise ValueError('x')\nexcept ValueError as e:\n    assert 'ValueError' in ''.join(traceback.format_exception(e))\n",
+    )
+    assert "asyncio" in got["modules"]
 
 
 def test_the_api_function_still_answers_what_it_left_for_first_use():
