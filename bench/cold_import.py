@@ -8,7 +8,7 @@ loaded machine's waiting is not counted). The figure is the median ratio over th
 Beside it, each function's floor: the same paired ratio for importing only what the function cannot do without
 (FLOORS: boto3, the Powertools modules it uses, pydantic where its invocations validate with it), so the distance
 between the two columns is what Interlude's own modules and their choices cost. A floor is imported the best way we
-know and the way the handlers import: inside `coldstart.collector_paused()` (the cyclic collector off, what the import
+know and the way the handlers import: inside `coldstart.importing()` (the cyclic collector off, what the import
 made frozen), with the Powertools packages it touches registered as its handler registers them
 (`coldstart.lazy_package`: the API's `event_handler`, every consumer's `utilities.data_classes`). `import boto3`, the
 denominator, stays what a plain function pays: collector on, nothing registered.
@@ -176,8 +176,8 @@ def floor_program(statements: tuple[str, ...]) -> str:
     """A floor's statements, imported as a handler imports (functions/*/handler.py): the collector paused."""
     body = textwrap.indent("\n".join(statements), "    ")
     return (
-        "from interlude.coldstart import DATA_CLASSES, EVENT_HANDLER, collector_paused, lazy_package\n"
-        f"with collector_paused():\n{body}\n"
+        "from interlude.coldstart import DATA_CLASSES, EVENT_HANDLER, importing, lazy_package\n"
+        f"with importing():\n{body}\n"
     )
 
 

@@ -12,9 +12,9 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from interlude.coldstart import collector_paused, defer_unused_modules
+from interlude.coldstart import defer_unused_modules, importing
 
-with collector_paused():
+with importing():
     defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     from collections.abc import Callable
     from functools import cache

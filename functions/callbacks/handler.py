@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from interlude.coldstart import DATA_CLASSES, collector_paused, defer_unused_modules, lazy_package
+from interlude.coldstart import DATA_CLASSES, defer_unused_modules, importing, lazy_package
 
-with collector_paused():
+with importing():
     defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     from functools import cache, partial
     from typing import Any

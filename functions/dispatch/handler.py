@@ -12,9 +12,9 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from interlude.coldstart import DATA_CLASSES, collector_paused, defer_unused_modules, lazy_package
+from interlude.coldstart import DATA_CLASSES, defer_unused_modules, importing, lazy_package
 
-with collector_paused():
+with importing():
     defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     import json
     from functools import cache, partial

@@ -13,9 +13,9 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from interlude.coldstart import DATA_CLASSES, collector_paused, defer_unused_modules, lazy_package
+from interlude.coldstart import DATA_CLASSES, defer_unused_modules, importing, lazy_package
 
-with collector_paused():
+with importing():
     defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     import json
     from functools import cache
@@ -67,7 +67,7 @@ RESOURCE_ID = "interlude-migrations"
 def store() -> Store:
     # Every aggregate's store (the run models, pydantic) loads with the first turn that reads the table, as the import
     # loads what it does: the collector paused (it would walk them as they are made) and what they made frozen.
-    with collector_paused():
+    with importing():
         from interlude.store.facade import Store
 
     cfg = settings()
@@ -76,7 +76,7 @@ def store() -> Store:
 
 @cache
 def _services() -> Callable[[], Services]:
-    with collector_paused():  # as store()
+    with importing():  # as store()
         from interlude.composition import services
 
     return services

@@ -84,6 +84,43 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def forward_refs_compiled_at_use() -> Iterator[None]:
+    # Python 3.14's typing compiles each string annotation of a NamedTuple or TypedDict class as the class is made
+    # (`typing._make_forward_ref`, "for compatibility": a syntax error is raised there rather than where the annotation
+    # is evaluated); `from __future__ import annotations` makes every annotation a string, and pydantic-core's schema
+    # module alone has some four hundred. While an import runs they are made as 3.14's `ForwardRef` makes them, and
+    # compiled where one is evaluated (`ForwardRef.__forward_code__`): ≈ 5 % of a cold resolve's instructions. Earlier
+    # Pythons compile in `ForwardRef` itself, and have no `_make_forward_ref`: nothing changes there.
+    import sys
+    import typing
+
+    make = getattr(typing, "_make_forward_ref", None)
+    if sys.version_info < (3, 14) or make is None:
+        yield
+        return
+    import annotationlib
+
+    def uncompiled(code: str, *, parent_fwdref: Any = None, **kwargs: Any) -> Any:
+        if parent_fwdref is not None:
+            return make(code, parent_fwdref=parent_fwdref, **kwargs)
+        return annotationlib.ForwardRef(code, **kwargs)
+
+    typing._make_forward_ref = uncompiled
+    try:
+        yield
+    finally:
+        typing._make_forward_ref = make
+
+
+@contextmanager
+def importing() -> Iterator[None]:
+    """What an import that lasts as long as the instance runs in: the collector paused, forward references compiled
+    where they are evaluated."""
+    with collector_paused(), forward_refs_compiled_at_use():
+        yield
+
+
 def lazy_package(name: str, *, by_name: bool = True, called: tuple[str, ...] = ()) -> None:
     """Register the package `name` without running its `__init__`, unless something imported it already (a module
     `name`: without running it).

@@ -10,7 +10,7 @@ from urllib.parse import quote, unquote
 from interlude import wiring
 from interlude.adapters import metrics
 from interlude.api.http import app, logger
-from interlude.coldstart import collector_paused
+from interlude.coldstart import importing
 
 # The route modules of this package (wiring.Route.module), in the order their first routes are declared. A module is
 # imported when a request's path first matches one of its routes (which its `@route(...)`s register), so a cold start
@@ -50,7 +50,7 @@ def load_routes(method: str, path: str) -> None:
         return
     # What a route module loads lives as long as the instance, like what the handler's import made: the collector
     # does not walk it while it is made (a first request's young collections were ≈ 5 % of its CPU).
-    with collector_paused():
+    with importing():
         for module in missing:
             import_module(f"interlude.api.{module}")
             _loaded.add(module)
