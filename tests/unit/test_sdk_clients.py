@@ -3,6 +3,8 @@ botocore's whole chain resolves, with the chain cut to the environment's provide
 
 from __future__ import annotations
 
+import copy
+
 import botocore.session
 import pytest
 
@@ -62,3 +64,21 @@ def test_a_session_made_again_after_a_restore_keeps_the_parsed_models_and_decide
     assert sdk_clients.session() is not held
     assert sdk_clients.session().get_component("data_loader") is loader
     assert "container-role" in _chain(sdk_clients.session())
+
+
+def test_every_event_name_is_aliased_as_botocore_aliases_it(fresh):
+    """The session's aliaser finds a name with no alias at once (interlude/sdk_clients.py); every name, the built-in
+    handlers', a client's events' and each of botocore's aliases in every place of a name, maps as botocore maps it."""
+    from botocore import handlers
+    from botocore.hooks import EventAliaser
+    from botocore.utils import EVENT_ALIASES
+
+    ours = sdk_clients.session()._events
+    assert type(ours) is not EventAliaser and type(copy.copy(ours)) is type(ours)  # each client's copy is one too
+    names = [spec[0] for spec in handlers.BUILTIN_HANDLERS]
+    names += ["before-parameter-build.dynamodb.GetItem", "needs-retry.dynamodb.TransactWriteItems", "a", "a.b"]
+    for old in EVENT_ALIASES:
+        names += [f"before-call.{old}.Op", f"{old}.x", f"docs.{old}", f"x.{old}extra.y", f"x.pre{old}"]
+    botocores = EventAliaser(None)
+    assert {n: ours._alias_event_name(n) for n in names} == {n: botocores._alias_event_name(n) for n in names}
+    assert ours._alias_event_name("before-call.autoscaling.X") == "before-call.auto-scaling.X"
