@@ -82,3 +82,20 @@ def test_every_event_name_is_aliased_as_botocore_aliases_it(fresh):
     botocores = EventAliaser(None)
     assert {n: ours._alias_event_name(n) for n in names} == {n: botocores._alias_event_name(n) for n in names}
     assert ours._alias_event_name("before-call.autoscaling.X") == "before-call.auto-scaling.X"
+
+
+def test_a_handler_that_takes_no_keyword_arguments_is_still_refused(fresh):
+    """The session's emitter reads no signature of botocore's own handlers (interlude/sdk_clients.py); any other
+    handler is checked as botocore checks it."""
+
+    def positional_only(request):
+        return None
+
+    def keywords(request, **kwargs):
+        return None
+
+    session = sdk_clients.session()
+    with pytest.raises(ValueError, match="must accept keyword arguments"):
+        session.register("before-send.dynamodb", positional_only)
+    session.register("before-send.dynamodb", keywords)
+    assert sdk_clients.client("dynamodb", region_name="us-east-1").meta.events is not None
