@@ -29,7 +29,8 @@ def test_an_import_leaves_string_annotations_to_compile_where_they_are_evaluated
     ref = Point.__annotations__["x"]
     assert ref.__code__ is None
     assert typing.get_type_hints(Point) == {"x": int, "label": str | None}
-    assert Point(1) == (1, None) and Point._fields == ("x", "label")
+    assert Point(1) == (1, None)
+    assert Point._fields == ("x", "label")
 
 
 @needs_314
@@ -41,5 +42,6 @@ def test_an_import_made_class_is_the_class_typing_makes():
     with forward_refs_compiled_at_use():
         inside = point_class()
     outside = point_class()
-    assert inside._fields == outside._fields and inside._field_defaults == outside._field_defaults
+    assert inside._fields == outside._fields
+    assert inside._field_defaults == outside._field_defaults
     assert typing.get_type_hints(inside) == typing.get_type_hints(outside)

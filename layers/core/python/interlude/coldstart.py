@@ -92,25 +92,23 @@ def forward_refs_compiled_at_use() -> Iterator[None]:
     # module alone has some four hundred. While an import runs they are made as 3.14's `ForwardRef` makes them, and
     # compiled where one is evaluated (`ForwardRef.__forward_code__`): ≈ 5 % of a cold resolve's instructions. Earlier
     # Pythons compile in `ForwardRef` itself, and have no `_make_forward_ref`: nothing changes there.
-    import sys
     import typing
 
     make = getattr(typing, "_make_forward_ref", None)
-    if sys.version_info < (3, 14) or make is None:
+    if make is None:
         yield
         return
-    import annotationlib
 
     def uncompiled(code: str, *, parent_fwdref: Any = None, **kwargs: Any) -> Any:
         if parent_fwdref is not None:
             return make(code, parent_fwdref=parent_fwdref, **kwargs)
-        return annotationlib.ForwardRef(code, **kwargs)
+        return typing.ForwardRef(code, **kwargs)  # annotationlib's, on 3.14
 
-    typing._make_forward_ref = uncompiled
+    setattr(typing, "_make_forward_ref", uncompiled)  # noqa: B010  # a name typing's stubs leave out
     try:
         yield
     finally:
-        typing._make_forward_ref = make
+        setattr(typing, "_make_forward_ref", make)  # noqa: B010
 
 
 @contextmanager

@@ -43,10 +43,14 @@ _session: botocore.session.Session | None = None
 
 
 class _EventAliaser(EventAliaser):
-    """botocore's event aliaser, which finds an event name with no alias at once. botocore's tries each of its sixty
-    aliases on a name before keeping it in its cache (a split of the name each): for the ≈ 250 built-in handlers a
+    """botocore's event aliaser, which finds an event name with no alias at once. botocore's tries each of its sixty-five
+    aliases on a name before keeping it in its cache (a split of the name each): for the ≈ 130 built-in handlers a
     session registers and the events each new client emits, ≈ 3 % of a cold resolve's instructions. A name with an
     alias is aliased by botocore's own method, so every name maps as it does in botocore."""
+
+    # botocore's own attributes, which its stubs leave out.
+    _event_aliases: dict[str, str]
+    _alias_name_cache: dict[str, str]
 
     def __init__(self, event_emitter: BaseEventHooks, event_aliases: dict[str, str] | None = None) -> None:
         super().__init__(event_emitter, event_aliases)
@@ -56,9 +60,12 @@ class _EventAliaser(EventAliaser):
     def _alias_event_name(self, event_name: str) -> str:
         # botocore's method replaces a part equal to a dotless alias, or a run of parts equal to a dotted alias; a
         # name with neither is returned as it is.
-        if event_name not in self._alias_name_cache and self._dotless.isdisjoint(event_name.split(".")):
-            if not any(old in event_name for old in self._dotted):
-                self._alias_name_cache[event_name] = event_name
+        if (
+            event_name not in self._alias_name_cache
+            and self._dotless.isdisjoint(event_name.split("."))
+            and not any(old in event_name for old in self._dotted)
+        ):
+            self._alias_name_cache[event_name] = event_name
         aliased: str = super()._alias_event_name(event_name)  # type: ignore[misc]  # botocore's own (untyped)
         return aliased
 
@@ -80,7 +87,9 @@ class _Session(botocore.session.Session):
     whenever it can, so the rest of the chain (the instance-metadata and container fetchers, each with an HTTP pool
     and a TLS context; SSO, credential processes, config files) would never be asked. Building it was ≈ 0.7 % of a
     cold resolve's instructions. Without them (a SnapStart function's container credentials, a profile), the chain
-    is botocore's whole."""
+    is botocore's whole. Its event hooks are the aliaser and emitter above (docs/adr/0164)."""
+
+    _original_handler: BaseEventHooks  # botocore's own (its stubs leave it out)
 
     def __init__(self) -> None:
         super().__init__(event_hooks=_Emitter())
