@@ -1,6 +1,8 @@
 """What every Lambda entry point does around its import, once per instance.
 
-`collector_paused()`: the cyclic collector does not walk what the import makes. `lazy_package()`: a package
+`importing()`: what an import runs in: `collector_paused()`, the cyclic collector does not walk what the import makes,
+and `forward_refs_compiled_at_use()`. `defer_unused_modules()`: what the libraries import and no invocation runs is
+registered with `lazy_package()` before the entry point's first import. `lazy_package()`: a package
 (Powertools', the SDK's) is registered without running its `__init__`, so importing one of its submodules loads that
 submodule alone (Powertools' `event_handler/__init__` imports every resolver it has, `utilities/data_classes/__init__`
 every event data class, about forty modules); the `__init__` still answers every name it defines, on first ask

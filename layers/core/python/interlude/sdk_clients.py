@@ -43,7 +43,7 @@ _session: botocore.session.Session | None = None
 
 
 class _EventAliaser(EventAliaser):
-    """botocore's event aliaser, which finds an event name with no alias at once. botocore's tries each of its sixty-five
+    """botocore's event aliaser, which finds an event name with no alias at once. botocore's tries each of its 65
     aliases on a name before keeping it in its cache (a split of the name each): for the ≈ 130 built-in handlers a
     session registers and the events each new client emits, ≈ 3 % of a cold resolve's instructions. A name with an
     alias is aliased by botocore's own method, so every name maps as it does in botocore."""
