@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from interlude.composition import Services
+from interlude.domain import formats
 from interlude.domain.errors import TooLarge
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenant_requests import CredentialGrantRequest
@@ -122,21 +123,31 @@ def test_every_gate_can_be_cancelled_whatever_follows(services, admin, kind):
 
 
 def refuse_items_holding(node_id: str, monkeypatch, client) -> None:
-    """DynamoDB refuses, as too large, any transaction whose event batch completes `node_id`."""
-    real = client.transact_write_items
+    """DynamoDB refuses, as too large, any transaction or batch write whose event batch completes `node_id` (a new
+    run's batch is put before its transaction: docs/adr/0165)."""
+    real_transact, real_batch = client.transact_write_items, client.batch_write_item
 
-    def transact(**kwargs):
-        for op in kwargs["TransactItems"]:
-            events = op.get("Put", {}).get("Item", {}).get("events")
+    def refused(puts: list[dict], operation: str) -> None:
+        for item in puts:
+            events = item.get("events")
             if events and any(
                 e["type"] == "node.completed" and e.get("nodeId") == node_id
                 for e in json.loads(zlib.decompress(events["B"]))
             ):
                 error = {"Code": "ValidationException", "Message": "Item size has exceeded the maximum allowed size"}
-                raise ClientError({"Error": error}, "TransactWriteItems")
-        return real(**kwargs)
+                raise ClientError({"Error": error}, operation)
+
+    def transact(**kwargs):
+        refused([op.get("Put", {}).get("Item", {}) for op in kwargs["TransactItems"]], "TransactWriteItems")
+        return real_transact(**kwargs)
+
+    def batch(**kwargs):
+        puts = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs if "PutRequest" in r]
+        refused(puts, "BatchWriteItem")
+        return real_batch(**kwargs)
 
     monkeypatch.setattr(client, "transact_write_items", transact)
+    monkeypatch.setattr(client, "batch_write_item", batch)
 
 
 @pytest.mark.parametrize("kind", list(GATES))
@@ -182,7 +193,10 @@ def test_dispatch_fails_a_run_whose_next_step_cannot_be_stored(services, admin, 
     assert services.lifecycle.advance_run(state.runId) == 0  # nothing left for dispatch to retry
 
 
-def test_a_run_whose_first_steps_cannot_be_stored_is_created_failed(services, admin, monkeypatch):
+@pytest.mark.parametrize("batch_before", [False, True])
+def test_a_run_whose_first_steps_cannot_be_stored_is_created_failed(services, admin, monkeypatch, batch_before):
+    # Its event batch in the creating transaction, or put before it (docs/adr/0165, from 0.7.0)
+    monkeypatch.setattr(formats, "CREATE_BATCH_PUT_BEFORE_WRITTEN", batch_before)
     services.workflows.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [small("a")], "variables": [{"name": "seed", "type": "string"}]}))
     refuse_items_holding("a", monkeypatch, services.store.client)
     state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one", "inputs": {"seed": SEED}}))

@@ -187,9 +187,7 @@ def _refusal(
 ) -> NoReturn:
     """Raise what a failed transaction means: too large, a key used first, a quota, a lost race, or the error
     itself."""
-    error = exc.response["Error"]
-    if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
-        raise TooLarge("the run's state exceeds what DynamoDB can store in one item", dict(ITEM_BUDGET)) from None
+    refuse_if_too_large(exc)
     failed = _condition_failures(items, exc)
     if not failed:
         raise exc
@@ -202,6 +200,14 @@ def _refusal(
         message = f"this tenant has reached its limit of {limit} {QUOTA_NOUNS[counter]}"
         raise quota_exceeded(counter, limit, message) from None
     raise LostRace(failed) from exc
+
+
+def refuse_if_too_large(exc: ClientError) -> None:
+    """Raise TooLarge when DynamoDB refused a write (a transaction, a BatchWriteItem: either writes nothing then) for an
+    item past what it stores, which `within_one_item`'s estimate let through."""
+    error = exc.response["Error"]
+    if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
+        raise TooLarge("the run's state exceeds what DynamoDB can store in one item", dict(ITEM_BUDGET)) from None
 
 
 def _condition_failures(items: list[Labelled], exc: ClientError) -> list[tuple[str, dict[str, Any] | None]]:

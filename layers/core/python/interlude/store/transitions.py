@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from interlude import wiring
 from interlude.domain import formats, head_parts
 from interlude.domain.audit import AuditDraft
@@ -32,7 +34,14 @@ from interlude.store.interactions import transition_items as interaction_items
 from interlude.store.layout import FIRST, RUN_SK, SECOND, interrupt_sk, run_pk
 from interlude.store.runs import RunStore
 from interlude.store.task_items import abandoned_update
-from interlude.store.transactions import QUOTA_NOUNS, Labelled, LostRace, TransactionalTable, within_one_item
+from interlude.store.transactions import (
+    QUOTA_NOUNS,
+    Labelled,
+    LostRace,
+    TransactionalTable,
+    refuse_if_too_large,
+    within_one_item,
+)
 
 if TYPE_CHECKING:  # the engine's run rules load where a run first moves, not with the store (the dispatch function)
     from interlude.engine.run import Transition
@@ -90,7 +99,8 @@ class TransitionStore(TransactionalTable, RunStore):
         entries_expiry = gates_expiry(state, now_iso, expires, before)
         if batch_before:
             # With the gates' expiry too, never none: put before the transaction, it goes by itself if that never comes.
-            own.append(event_batch(transition, first_seq, docs, closed, entries_expiry, carried, events_json)[1]["Put"]["Item"])
+            # First of all it puts: one DynamoDB refuses as too large is refused before anything is written.
+            own.insert(0, event_batch(transition, first_seq, docs, closed, entries_expiry, carried, events_json)[1]["Put"]["Item"])
         undo = self._put_entries_before(inbox, transition, expected_version, own, entries_expiry)
         try:
             if quota is not None and counters.open_runs_shards(quota[1]) == 1:
@@ -168,8 +178,13 @@ class TransitionStore(TransactionalTable, RunStore):
             puts.append(item)
             if expected_version is None:
                 keys.append(_key_of(item))
-        # One BatchWriteItem for both tables (up to 25 items).
-        inbox.batch_write_in({where: [{"PutRequest": {"Item": item}} for item in items] for where, items in {FIRST: puts, **elsewhere}.items()})
+        # One BatchWriteItem for both tables (up to 25 items), a new run's own items first: an item DynamoDB refuses as
+        # too large (the whole call is refused then) is TooLarge before any entry is written, as in the transaction.
+        try:
+            inbox.batch_write_in({where: [{"PutRequest": {"Item": item}} for item in items] for where, items in {FIRST: puts, **elsewhere}.items()})
+        except ClientError as exc:
+            refuse_if_too_large(exc)
+            raise
         return {FIRST: keys, **{where: [_key_of(item) for item in items] for where, items in elsewhere.items()}}
 
     def delete_inbox_entries(self, keys: list[tuple[str, a.Item]]) -> None:
