@@ -81,7 +81,7 @@ def test_a_new_runs_gate_is_put_with_its_entries_before_its_transaction_and_read
     [transaction] = transactions
     written = [next(iter(op.values())) for op in transaction["TransactItems"]]
     assert not [w for w in written if w.get("Item", w.get("Key", {})).get("sk", {}).get("S", "").startswith(INTERRUPT_SK_PREFIX)]
-    # With the run's items' provisional expiry (ADR 0133), as the event batch the transaction put.
+    # With the run's items' provisional expiry (ADR 0133), as the create's event batch (put beside it: ADR 0165).
     assert gate[wiring.TTL_ATTRIBUTE]["N"] == str(run_search.items_expiry(state.searchExpiry))
     # Read as every gate is: listed, open, decided.
     assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [run_id]

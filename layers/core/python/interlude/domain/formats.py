@@ -111,10 +111,10 @@ NOTICE_BUNDLES_WRITTEN = True
 # (docs/adr/0161).
 ENTRIES_TABLE_WRITTEN = True
 # Whether a create whose run id was minted for it puts its event batch before its transaction, as a plain put with its
-# gates and index entries (1 WRU per KB, not 2): written from 0.7.0, whose previous release (0.6.0) waits for such a
-# batch's run head in dispatch (0.5.0 would take the batch for a deleted run's and drop its outbox work: a new shape of
-# the outbox's, not of an item, shipped as a format is; docs/adr/0165).
-CREATE_BATCH_PUT_BEFORE_WRITTEN = False
+# gates and index entries (1 WRU per KB, not 2): from 0.7.0, whose previous release (0.6.0) waits for such a batch's
+# run head in dispatch (0.5.0 would take the batch for a deleted run's and drop its outbox work: a new shape of the
+# outbox's, not of an item, shipped as a format is; docs/adr/0165).
+CREATE_BATCH_PUT_BEFORE_WRITTEN = True
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

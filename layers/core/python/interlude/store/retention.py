@@ -15,9 +15,9 @@
                                            written before the end keeps the later provisional one unless the run
                                            ended too late for it or was re-stamped; the effect ledger's is never
                                            shortened, so a ledger entry keeps its own at least 14 days past its effect;
-                                           a new run's gate put before its creating transaction when the provisional
-                                           one was near: the search entries' (ADR 0147), taken off by the sweep once
-                                           near, the run's once it ended
+                                           a new run's gate (and its event batch, ADR 0165) put before its creating
+                                           transaction when the provisional one was near: the search entries' (ADR
+                                           0147), taken off by the sweep once near, the run's once it ended
   listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl: the search entries' provisional one, written with
                                                              the entry (ADR 0131), the head's (never less than the
                                                              provisional) only for a run ending too late for it
