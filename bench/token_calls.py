@@ -1,7 +1,7 @@
 """Print the AWS calls each token operation makes, and how long the pure parts take (verify, page render).
 
 Runs the real services (the token surface among them) and store against moto in-process (no network), with the key ring read
-through powertools parameters from moto's Secrets Manager. Usage: .venv/bin/python bench/token_calls.py
+through adapters/secret_values.py from moto's Secrets Manager. Usage: .venv/bin/python bench/token_calls.py
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from _bench import Calls, admin_with_approval, fmt, offline_aws
 offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 import boto3  # noqa: E402
-from aws_lambda_powertools.utilities import parameters  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude.adapters.keyring_store import ensure_key_ring, load_key_ring  # noqa: E402
@@ -45,10 +44,9 @@ def main() -> None:
         calls.watch(dynamo)
         create_tables(dynamo, "bench")
         ensure_key_ring(SECRET, client=secrets)
-        provider = parameters.SecretsProvider(boto3_client=secrets)
         calls.watch(secrets)
         services = Services(Store("bench", "bench-entries", dynamo))
-        surface = services.token_surface(lambda force: load_key_ring(SECRET, force_fetch=force, provider=provider))
+        surface = services.token_surface(lambda force: load_key_ring(SECRET, force_fetch=force, client=secrets))
         principal, _bearer, workflow_id = admin_with_approval(services)
         run_id = services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": workflow_id})).runId
         calls.take()
