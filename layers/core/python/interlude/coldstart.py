@@ -50,7 +50,8 @@ GZIP = "gzip"
 # asyncio: Powertools' batch utility imports it for its async processor (the functions' processors are synchronous).
 ASYNCIO = "asyncio"
 # The terminal colour themes traceback imports (3.13 on: five dataclasses, ≈ 2 % of a cold resolve's instructions on
-# 3.14), which it reads only where it formats a traceback; logging imports traceback.
+# 3.14: docs/adr/0164's figures, `bench/cold_resolve.py --instructions`), which it reads only where it formats a
+# traceback; logging imports traceback.
 COLORIZE = "_colorize"
 
 
@@ -92,8 +93,9 @@ def forward_refs_compiled_at_use() -> Iterator[None]:
     # (`typing._make_forward_ref`, "for compatibility": a syntax error is raised there rather than where the annotation
     # is evaluated); `from __future__ import annotations` makes every annotation a string, and pydantic-core's schema
     # module alone has some four hundred. While an import runs they are made as 3.14's `ForwardRef` makes them, and
-    # compiled where one is evaluated (`ForwardRef.__forward_code__`): ≈ 5 % of a cold resolve's instructions. Earlier
-    # Pythons compile in `ForwardRef` itself, and have no `_make_forward_ref`: nothing changes there.
+    # compiled where one is evaluated (`ForwardRef.__forward_code__`): 60 M of a cold resolve's 1,034 M instructions
+    # (docs/adr/0164's figures, `bench/cold_resolve.py --instructions`). Earlier Pythons compile in `ForwardRef`
+    # itself, and have no `_make_forward_ref`: nothing changes there.
     import typing
 
     make = getattr(typing, "_make_forward_ref", None)

@@ -45,8 +45,9 @@ _session: botocore.session.Session | None = None
 class _EventAliaser(EventAliaser):
     """botocore's event aliaser, which finds an event name with no alias at once. botocore's tries each of its 65
     aliases on a name before keeping it in its cache (a split of the name each): for the ≈ 130 built-in handlers a
-    session registers and the events each new client emits, ≈ 3 % of a cold resolve's instructions. A name with an
-    alias is aliased by botocore's own method, so every name maps as it does in botocore."""
+    session registers and the events each new client emits, 30 M of a cold resolve's 974 M instructions (docs/adr/
+    0164's figures, `bench/cold_resolve.py --instructions`). A name with an alias is aliased by botocore's own method,
+    so every name maps as it does in botocore."""
 
     # botocore's own attributes, which its stubs leave out.
     _event_aliases: dict[str, str]
@@ -73,8 +74,8 @@ class _EventAliaser(EventAliaser):
 class _Emitter(HierarchicalEmitter):
     """botocore's event emitter, which takes botocore's own handlers without reading their signatures: it checks that
     every handler registered takes keyword arguments (`inspect.getfullargspec`), botocore's ≈ 130 built-in ones at
-    every session and a client's own at every client, ≈ 1 % of a cold resolve's instructions. Any other handler (a
-    test's, a harness's) is checked as botocore checks it."""
+    every session and a client's own at every client, 10 M of a cold resolve's 944 M instructions (docs/adr/0164's
+    figures). Any other handler (a test's, a harness's) is checked as botocore checks it."""
 
     def _verify_accept_kwargs(self, func: Any) -> None:
         if not str(getattr(func, "__module__", "")).startswith("botocore."):
