@@ -201,22 +201,23 @@ class Meter:
 
     @contextlib.contextmanager
     def secrets_counted(self) -> Iterator[None]:
-        """Every read of a secret through Powertools' cache (the key ring, the audit key) counted on the invocation
-        recorded with the cache period it asks for, and held for the run instead (so a slow machine's clock puts no
-        fetch in a measured lifecycle: a pace's fetches are priced per read, bench/cost_per_million.py)."""
-        from aws_lambda_powertools.utilities import parameters
+        """Every read of a secret through the functions' kept values (interlude/adapters/secret_values.py: the key
+        ring, the audit key, a tenant's Slack secrets) counted on the invocation recorded with the age it keeps it for,
+        and kept for the run instead (so a slow machine's clock puts no fetch in a measured lifecycle: a pace's fetches
+        are priced per read, bench/cost_per_million.py)."""
+        from interlude.adapters import secret_values
 
-        real = parameters.get_secret
+        real = secret_values._value
 
-        def counted(name: str, *args: Any, **kwargs: Any) -> Any:
-            self.secret_read(name, float(kwargs.get("max_age") or 5))
-            return real(name, *args, **{**kwargs, "max_age": 24 * 3600})
+        def counted(name: str, max_age_s: float, *args: Any, **kwargs: Any) -> Any:
+            self.secret_read(name, max_age_s)
+            return real(name, 24 * 3600, *args, **kwargs)
 
-        parameters.get_secret = counted  # type: ignore[assignment]
+        secret_values._value = counted
         try:
             yield
         finally:
-            parameters.get_secret = real  # type: ignore[assignment]
+            secret_values._value = real
 
     @contextlib.contextmanager
     def recording(self, record: Invocation) -> Iterator[Invocation]:
