@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -194,7 +194,7 @@ class Replay:
         """A dead bundle of notices (format 10) reopened, each notice not delivered with a round of its own, and its
         message queued again (its delivered notices are not dialled again). `where`: the table its record is in."""
         parts = held[BUNDLE]
-        ref = replace(bundle_ref(state.runId, parts), where=where)
+        ref = bundle_ref(state.runId, parts, where)
         message = self._bundle_message(state, parts, allow_links=True)
         if message is None:
             raise Unrebuildable("an event the notices report makes no callback notice any more")
@@ -290,7 +290,7 @@ class Replay:
         event = self.webhooks.read_event(run_id, int(got["sequence"])) if alone else None
         messages: list[dict[str, Any]] = []
         if got.get(BUNDLE):
-            ref = replace(bundle_ref(run_id, got[BUNDLE]), where=ref.where)
+            ref = bundle_ref(run_id, got[BUNDLE], ref.where)
             head = self.store.get_run(run_id)
             bundle = self._bundle_message(head[0], got[BUNDLE], allow_links=False) if head else None
             messages = [bundle] if bundle else []

@@ -133,7 +133,7 @@ class DeliveryStore(Ledger[Notice]):
                 check_format(held)
                 parts = held.get(BUNDLE) or []
                 if any(p["id"] == notice_id for p in parts):
-                    return replace(bundle_ref(run_id, parts), where=where), held
+                    return bundle_ref(run_id, parts, where), held
         return None
 
     def located(self, ref: Notice) -> tuple[Notice, dict[str, Any]] | None:
@@ -181,10 +181,11 @@ def check_format(held: Mapping[str, Any]) -> None:
     formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
 
 
-def bundle_ref(run_id: str, parts: list[dict[str, Any]]) -> Notice:
-    """The delivery of a bundle's notices (`parts`: its item's `notices`, or its message's notices), by its first."""
+def bundle_ref(run_id: str, parts: list[dict[str, Any]], where: str = FIRST) -> Notice:
+    """The delivery of a bundle's notices (`parts`: its item's `notices`, or its message's notices), by its first;
+    `where`: the table its record is in."""
     bundled = tuple((str(p["id"]), str(p["type"]), p.get("sequence")) for p in parts)
-    return Notice(run_id, bundled[0][0], bundled[0][1], bundled[0][2], bundled=bundled)
+    return Notice(run_id, bundled[0][0], bundled[0][1], bundled[0][2], bundled=bundled, where=where)
 
 
 def bundle_parts(ref: Notice, held: Mapping[str, Any]) -> list[dict[str, Any]]:

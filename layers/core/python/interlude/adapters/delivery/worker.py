@@ -147,7 +147,7 @@ class Worker(LeasedWorker[Outgoing]):
         """The notices of one transition (format 10): one delivery, its notices dialled in order (`attempt`)."""
         parts = tuple(self._notice(message, notice) for notice in message[BUNDLE])
         first = parts[0]
-        ref = replace(bundle_ref(first.ref.run_id, list(message[BUNDLE])), where=first.ref.where)
+        ref = bundle_ref(first.ref.run_id, list(message[BUNDLE]), first.ref.where)
         # Its attempt may dial every notice: its bound is theirs together.
         return replace(first, ref=ref, label=f"notices {ref.notice_id}+", lease_s=first.lease_s * len(parts), parts=parts)
 
