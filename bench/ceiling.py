@@ -125,23 +125,10 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def table_writes(found: dict[str, Any], table_wru: float) -> list[tuple[str, float, str]]:
-    """Each table's own 40,000 WRU/s (no account-level quota on demand: docs/adr/0161): a row per table written."""
-    return [
-        (f"DynamoDB writes, {table}", table_wru / units, f"{table_wru:g} WRU/s ÷ {units:g}")
-        for table, units in found["table_wru"].items()
-        if units
-    ]
-
-
-def table_reads(found: dict[str, Any], table_rru: float) -> list[tuple[str, float, str]]:
-    """Each table's own 40,000 RRU/s, as its writes (a measurement without reads by table: the first's, all of them)."""
-    by_table = found["table_rru"] if any(found["table_rru"].values()) else {TABLES[0]: found["rru"]}
-    return [
-        (f"DynamoDB reads, {table}", table_rru / units, f"{table_rru:g} RRU/s ÷ {units:g}")
-        for table, units in by_table.items()
-        if units
-    ]
+def per_table(what: str, unit: str, quota: float, by_table: dict[str, float]) -> list[tuple[str, float, str]]:
+    """Each table's own quota (40,000 WRU/s and RRU/s: no account-level quota on demand, docs/adr/0161): a row per
+    table `what` (writes, reads) reaches."""
+    return [(f"DynamoDB {what}, {table}", quota / units, f"{quota:g} {unit}/s ÷ {units:g}") for table, units in by_table.items() if units]
 
 
 def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, float, str]]:
@@ -181,10 +168,12 @@ def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, 
             limits.append((f"{spec.name}: reserved concurrency {cap}", cap / held, f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
     if found["requests"]:
         limits.append(("HTTP API requests", q["http_api_rps"] / found["requests"], f"{q['http_api_rps']:g} ÷ {found['requests']:g}"))
-    limits += table_writes(found, q["table_wru"])
+    limits += per_table("writes", "WRU", q["table_wru"], found["table_wru"])
     if found["gsi_wru"]:
         limits.append(("DynamoDB GSI writes", q["table_wru"] / found["gsi_wru"], f"{q['table_wru']:g} ÷ {found['gsi_wru']:g}"))
-    limits += table_reads(found, q["table_rru"])
+    # A measurement without reads by table: the first table's, all of them.
+    reads = found["table_rru"] if any(found["table_rru"].values()) else {TABLES[0]: found["rru"]}
+    limits += per_table("reads", "RRU", q["table_rru"], reads)
     for call, quota in (("scheduler:CreateSchedule", "scheduler_create_tps"), ("scheduler:DeleteSchedule", "scheduler_delete_tps"),
                         ("scheduler:invocation", "scheduler_invocations_tps")):
         n = found["billed"].get(call, 0)
