@@ -22,6 +22,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
+from tests.integration.test_new_run_gates import put_items
 from tests.support.moto_world import TABLE
 
 SEED = "x" * 100
@@ -142,8 +143,7 @@ def refuse_items_holding(node_id: str, monkeypatch, client) -> None:
         return real_transact(**kwargs)
 
     def batch(**kwargs):
-        puts = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs if "PutRequest" in r]
-        refused(puts, "BatchWriteItem")
+        refused(put_items([kwargs]), "BatchWriteItem")
         return real_batch(**kwargs)
 
     monkeypatch.setattr(client, "transact_write_items", transact)

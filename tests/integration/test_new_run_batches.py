@@ -35,7 +35,7 @@ from tests.integration.test_webhooks import start_gate_run
 from tests.support.logs import function_log
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.queues import queued
-from tests.support.stream import Stream, dispatch, stream_records
+from tests.support.stream import Stream, dispatch
 
 # The webhook tests' world (the loopback switch on) and services; `receiver` is the suite's (tests/conftest.py).
 aws, services = test_webhooks.aws, test_webhooks.services
@@ -204,13 +204,10 @@ def test_a_new_runs_batch_is_put_with_its_gate_before_its_transaction_and_dispat
     transact = services.store._transact
     early: list[dict[str, Any]] = []
 
-    def put_by(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [r["PutRequest"]["Item"] for b in batches for rs in b["RequestItems"].values() for r in rs if "PutRequest" in r]
-
     def dispatched_first(*args: Any, **kwargs: Any) -> Any:
         # The outbox is quick: it takes the batch's record between the create's puts and its transaction (the record
         # the stream holds by then, made here: reading the stream is no part of the API function's work).
-        if put := [i for i in put_by(batches) if i["sk"]["S"].startswith(EVENT_ITEM_PREFIX)]:
+        if put := [i for i in gates.put_items(batches) if i["sk"]["S"].startswith(EVENT_ITEM_PREFIX)]:
             early.append(dispatch([streamed(i) for i in put]))
         return transact(*args, **kwargs)
 
@@ -219,7 +216,7 @@ def test_a_new_runs_batch_is_put_with_its_gate_before_its_transaction_and_dispat
         run_id = start_gate_run(services, admin, callbackUrl=receiver.url())
 
     # The batch is in the create's one BatchWriteItem, beside its gate, with the gate's expiry; not in its transaction
-    put = put_by(batches)
+    put = gates.put_items(batches)
     [batch] = [i for i in put if i["sk"]["S"].startswith(EVENT_ITEM_PREFIX)]
     [gate] = [i for i in put if i["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
     assert len([b for b in batches if run_pk(run_id) in str(b)]) == 1
@@ -231,9 +228,7 @@ def test_a_new_runs_batch_is_put_with_its_gate_before_its_transaction_and_dispat
     assert [len(answer["batchItemFailures"]) for answer in early] == [1]
     assert notices_of(aws, run_id) == []
     # Handed out again once the head is there, it is dispatched: the run's one notice, once
-    assert dispatch([r for r in stream_records(TABLE) if is_event_insert(r) and record_run_id(r) == run_id]) == {
-        "batchItemFailures": []
-    }
+    assert dispatch(outbox_records_of(run_id)) == {"batchItemFailures": []}
     assert [json.loads(m["Body"])["notice"]["type"] for m in notices_of(aws, run_id)] == ["interrupt.requested"]
     assert [e["type"] for e in services.store.read_events(run_id)][:2] == ["run.started", "node.started"]
 

@@ -51,6 +51,11 @@ def sent(client: Any, operation: str) -> Iterator[list[dict[str, Any]]]:
         client.meta.events.unregister(f"provide-client-params.dynamodb.{operation}", hook)
 
 
+def put_items(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items the BatchWriteItem calls' parameters `batches` put, in every table."""
+    return [r["PutRequest"]["Item"] for b in batches for rs in b["RequestItems"].values() for r in rs if "PutRequest" in r]
+
+
 def create(services, admin, workflow: str) -> str:
     return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow})).runId
 
@@ -73,7 +78,7 @@ def test_a_new_runs_gate_is_put_with_its_entries_before_its_transaction_and_read
     with sent(client, "BatchWriteItem") as batches, sent(client, "TransactWriteItems") as transactions:
         run_id = create(services, admin, workflow)
     state, _ = services.store.get_run(run_id)
-    put = [r["PutRequest"]["Item"] for b in batches for rs in b["RequestItems"].values() for r in rs if "PutRequest" in r]
+    put = put_items(batches)
     [gate] = [i for i in put if i["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
     assert gate["sk"]["S"] == INTERRUPT_SK_PREFIX + state.interrupts["gate"].key
     # One BatchWriteItem still: the gate joins the run's inbox, listing and search entries.
