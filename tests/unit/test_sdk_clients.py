@@ -92,11 +92,16 @@ def test_a_handler_that_takes_no_keyword_arguments_is_still_refused(fresh):
     def positional_only(request):
         return None
 
+    called: list[object] = []
+
     def keywords(request, **kwargs):
-        return None
+        called.append(request)
 
     session = sdk_clients.session()
     with pytest.raises(ValueError, match="must accept keyword arguments"):
         session.register("before-send.dynamodb", positional_only)
     session.register("before-send.dynamodb", keywords)
-    assert sdk_clients.client("dynamodb", region_name="us-east-1").meta.events is not None
+    # The handler it accepts is called, by the events of a client made from it
+    client = sdk_clients.client("dynamodb", region_name="us-east-1")
+    client.meta.events.emit("before-send.dynamodb.GetItem", request="the request")
+    assert called == ["the request"]
