@@ -37,6 +37,24 @@ def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 
 @pytest.fixture
+def now(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The kept values' clock (adapters/secret_values.py), moved by the test."""
+    clock = [1000.0]
+    monkeypatch.setattr(secret_values, "monotonic", lambda: clock[0])
+    return clock
+
+
+@pytest.fixture
+def fetches(secretsmanager) -> list[str]:
+    """The names of the secrets read from Secrets Manager, in order."""
+    read: list[str] = []
+    secretsmanager.meta.events.register(
+        "before-parameter-build.secrets-manager.GetSecretValue", lambda params, **_: read.append(params["SecretId"])
+    )
+    return read
+
+
+@pytest.fixture
 def claims() -> TokenClaims:
     return TokenClaims(
         interrupt_id="acme/int-0123456789abcdef",
@@ -114,15 +132,9 @@ def versions(client) -> list[tuple[str, list[str]]]:
     return sorted((v["VersionId"], sorted(v.get("VersionStages", []))) for v in listed)
 
 
-def test_load_is_kept_until_max_age(secretsmanager, monkeypatch) -> None:
+def test_load_is_kept_until_max_age(secretsmanager, now, fetches) -> None:
     ensure_key_ring(SECRET, client=secretsmanager)
-    fetches: list[str] = []
-    secretsmanager.meta.events.register(
-        "before-parameter-build.secrets-manager.GetSecretValue",
-        lambda params, **_: fetches.append(params["SecretId"]),
-    )
-    now = [1000.0]
-    monkeypatch.setattr(secret_values, "monotonic", lambda: now[0])
+    fetches.clear()  # what the ring's creation read
 
     # Given a warm reader
     first = load_key_ring(SECRET, max_age_s=60, client=secretsmanager)

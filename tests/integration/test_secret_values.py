@@ -14,27 +14,11 @@ from interlude.adapters.notify.slack_interactivity import SECRET_CACHE_S, SlackA
 from interlude.adapters.notify.slack_settings import slack_secret_name, slack_signing_secret_name
 from interlude.adapters.secret_values import secret_value, secret_value_if_set
 from interlude.config.notify import NotifySettings
+from tests.integration.test_keyring_store import fetches as fetches  # noqa: F401, PLC0414 (the fixture)
+from tests.integration.test_keyring_store import now as now  # noqa: F401, PLC0414 (the fixture)
 from tests.integration.test_keyring_store import secretsmanager as secretsmanager  # noqa: F401, PLC0414 (the fixture)
 
 MAX_AGE_S = 60.0
-
-
-@pytest.fixture
-def now(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The kept values' clock, moved by the test."""
-    clock = [1000.0]
-    monkeypatch.setattr(secret_values, "monotonic", lambda: clock[0])
-    return clock
-
-
-@pytest.fixture
-def fetches(secretsmanager) -> list[str]:
-    """The names of the secrets read from Secrets Manager, in order."""
-    read: list[str] = []
-    secretsmanager.meta.events.register(
-        "before-parameter-build.secrets-manager.GetSecretValue", lambda params, **_: read.append(params["SecretId"])
-    )
-    return read
 
 
 def test_a_missing_secret_is_none_for_its_max_age_and_read_again_after(secretsmanager, now, fetches) -> None:
