@@ -74,6 +74,11 @@ def entries_in(services, where: str, tenant: str) -> list[dict]:
     return items_of(services, where, tenant, f"#{wiring.INBOX.prefix}#")
 
 
+def records_in(services, where: str, tenant: str) -> list[dict]:
+    """The tenant's delivery records in table `where` (a run partition's `N#` items)."""
+    return [i for i in items_of(services, where, tenant, "#R#") if i["sk"].startswith("N#")]
+
+
 def listed(services, admin, limit: int = 25, cursor: str | None = None, sort: str | None = None) -> tuple[list[str], str | None]:
     query = {"limit": str(limit), **({"cursor": cursor} if cursor else {}), **({"sort": sort} if sort else {})}
     page = services.inbox.inbox(admin, *inbox_query(query))
@@ -154,8 +159,8 @@ def test_a_delivery_record_the_writer_wrote_in_the_second_table_is_listed_replay
     Stream(world.table).pump()
     drain(world.queues)
     assert len(receiver.hits) == MAX_ATTEMPTS
-    assert not [i for i in items_of(services, FIRST, tenant, "#R#") if i["sk"].startswith("N#")]
-    (record,) = [i for i in items_of(services, SECOND, tenant, "#R#") if i["sk"].startswith("N#")]
+    assert not records_in(services, FIRST, tenant)
+    (record,) = records_in(services, SECOND, tenant)
     assert record["status"] == "dead"
 
     # When the reader release lists the run's deliveries, and replays the dead notice
@@ -169,9 +174,9 @@ def test_a_delivery_record_the_writer_wrote_in_the_second_table_is_listed_replay
 
     # Then the replay's attempt is POSTed once, recorded on the same record in the second table
     assert len(receiver.hits) == MAX_ATTEMPTS + 1
-    (record,) = [i for i in items_of(services, SECOND, tenant, "#R#") if i["sk"].startswith("N#")]
+    (record,) = records_in(services, SECOND, tenant)
     assert (record["status"], record["attempts"]) == ("delivered", MAX_ATTEMPTS + 1)
-    assert not [i for i in items_of(services, FIRST, tenant, "#R#") if i["sk"].startswith("N#")]
+    assert not records_in(services, FIRST, tenant)
     # and a second replay is refused: the notice is delivered
     with pytest.raises(Conflict):
         services.replay.retry_run_delivery(admin, run_id, notice_id)
@@ -187,7 +192,7 @@ def test_a_delivery_record_the_writer_wrote_in_the_second_table_is_listed_replay
     )
     services.retention.turn(run_id, None, lambda: True)
     head = services.store.client.get_item(TableName=services.store.table, Key=a.key(run_pk(run_id), "RUN"))["Item"]
-    kept = [i for i in items_of(services, SECOND, tenant, "#R#") if i["sk"].startswith("N#")]
+    kept = records_in(services, SECOND, tenant)
     assert [i.get("ttl") for i in kept] == [int(head["ttl"]["N"])]
 
 
@@ -206,5 +211,5 @@ def test_a_runs_dead_notices_in_the_second_table_are_recovered_once(services, ad
     # Then the one dead notice was counted, queued and POSTed once more, its record delivered where it is
     assert (recovered["matched"], recovered["queued"], recovered["status"]) == (1, 1, "completed")
     assert len(receiver.hits) == MAX_ATTEMPTS + 1
-    (record,) = [i for i in items_of(services, SECOND, tenant, "#R#") if i["sk"].startswith("N#")]
+    (record,) = records_in(services, SECOND, tenant)
     assert record["status"] == "delivered"
