@@ -22,6 +22,7 @@ from interlude.store import layout
 from interlude.store.facade import Store
 from interlude.store.inbox import ENTRIES_TABLE, closed_entry_keys
 from interlude.store.layout import FIRST, SECOND, interrupt_sk, run_pk
+from interlude.store.transactions import Labelled, TransactionalTable
 from tests.integration.conftest import state_of
 from tests.support.queues import drain
 from tests.support.receiver import delivering_to_loopback
@@ -125,6 +126,18 @@ def test_a_gate_whose_entries_the_writer_put_in_the_second_table_is_listed_worke
     stream.pump()
     assert entries_in(services, SECOND, tenant) == entries_in(services, FIRST, tenant) == []
     assert state_of(services, run_id).status == "completed"
+
+
+def test_an_entry_put_in_the_second_table_stays_there_when_its_transaction_is_sent_again(services, tenant):
+    # An audited transaction is sent again with the same items when another append moved its chain's head first
+    # (store/transactions.py): an inbox entry marked for the second table is written there on every sending.
+    store = TransactionalTable(services.store.table, services.store.entries_table)
+    entry = a.key(f"T#{tenant}#INBOX#ANY#0", "2026-12-07T00:00:00Z#i")
+    items: list[Labelled] = [("INBOX", {"Put": {"Item": entry, "TableName": SECOND}})]
+    for _ in range(2):
+        store._transact_once(items, None, None)
+    assert entries_in(services, FIRST, tenant) == []
+    assert entries_in(services, SECOND, tenant) == [a.plain(entry)]
 
 
 def test_a_page_over_both_tables_keeps_its_order_and_its_cursor(services, admin, tenant, releases):

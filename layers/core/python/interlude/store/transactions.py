@@ -164,8 +164,11 @@ class TransactionalTable(Table):
             )
         for _, op in items:
             body = next(iter(op.values()))
-            # An item of a family in the second table names it by its mark (store/layout.py); the rest are the first's.
-            body["TableName"] = self.entries_table if body.get("TableName") == SECOND else self.table
+            # An item of a family in the second table names it by its mark (store/layout.py), or by its name once
+            # checked (an audited transaction's items are checked again on each retry of its append); the rest are the
+            # first's.
+            in_second = body.get("TableName") in (SECOND, self.entries_table)
+            body["TableName"] = self.entries_table if in_second else self.table
             if "ConditionExpression" in body:
                 body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             # What an update sets counts toward its item as much as what a put writes (the run head is updated).
