@@ -109,10 +109,10 @@ def _head_expiry(client: Any, table: str, run_id: str, consistent: bool) -> a.It
     return {name: value for name, value in got["Item"].items() if name != wiring.PARTITION_KEY}
 
 
-def confirm(client: Any, table: str, run_id: str, key: a.Item, written: a.Item, item_table: str | None = None) -> None:
-    """The item at `key` (in `item_table`, else `table`, the head's), written with `written` (`{ttl: …}` or `{}`), carries its run's expiry as the head holds it
-    now (or, for a run that ended soon enough, a later one: its items' provisional expiry), and no later change of
-    the head's can miss it (the module's docstring says why)."""
+def confirm(client: Any, table: str, run_id: str, key: a.Item, written: a.Item, item_table: str) -> None:
+    """The item at `key` in `item_table` (the head's is `table`), written with `written` (`{ttl: …}` or `{}`), carries
+    its run's expiry as the head holds it now (or, for a run that ended soon enough, a later one: its items'
+    provisional expiry), and no later change of the head's can miss it (the module's docstring says why)."""
     for _ in range(CONFIRM_ROUNDS):
         head = _head_expiry(client, table, run_id, consistent=True)
         if head is None:
@@ -122,7 +122,7 @@ def confirm(client: Any, table: str, run_id: str, key: a.Item, written: a.Item, 
             return
         names = {"#pk": wiring.PARTITION_KEY, "#ttl": wiring.TTL_ATTRIBUTE}
         update: dict[str, Any] = {
-            "TableName": item_table or table,
+            "TableName": item_table,
             "Key": key,
             "ConditionExpression": "attribute_exists(#pk)",
             "ExpressionAttributeNames": names,
