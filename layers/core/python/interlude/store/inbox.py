@@ -247,13 +247,8 @@ class InboxIndex:
 
     # -- writes -----------------------------------------------------------------------------------------
 
-    def put(self, entries: Iterable[Entry]) -> None:
-        for where, group in _by_table(entries).items():
-            self.batch_write([{"PutRequest": {"Item": item}} for e in group for item in e.items()], where)
-
     def delete(self, entries: Iterable[Entry]) -> None:
-        for where, group in _by_table(entries).items():
-            self.delete_keys((key for e in group for key in e.index_keys()), where)
+        self.delete_marked((e.where, key) for e in entries for key in e.index_keys())
 
     def delete_keys(self, keys: Iterable[a.Item], where: str = FIRST) -> None:
         """Delete entries by key from table `where`; deleting one already gone changes nothing and fails nothing."""
@@ -420,13 +415,6 @@ def _stream_table(stream: str) -> str:
 
 def _entry_key(entry: a.Item) -> a.Item:
     return a.key(entry[wiring.PARTITION_KEY]["S"], entry[wiring.SORT_KEY]["S"])
-
-
-def _by_table(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
-    grouped: dict[str, list[Entry]] = {}
-    for entry in entries:
-        grouped.setdefault(entry.where, []).append(entry)
-    return grouped
 
 
 def interrupt_document(item: a.Item) -> dict[str, Any]:
