@@ -316,7 +316,7 @@ def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(services
     )
     assert not stopped.complete
     assert stopped.pending[0] == "0001"
-    checkpoint = MigrationStore(world.table, table()).checkpoints()["0001"]
+    checkpoint = MigrationStore(world.table, table(), world.entries_table).checkpoints()["0001"]
     assert (checkpoint["state"], checkpoint["owner"]) == ("running", "first")
     assert checkpoint["position"]  # where the scan goes on
 
@@ -326,7 +326,7 @@ def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(services
     resumed = migrations.run_pending(services.store, "second", report=progress.append, page_items=4, clock=services.clock)
     assert resumed.complete
     assert sum(p.written for p in progress if p.migration.id == "0001") == RUNS
-    done = MigrationStore(world.table, table()).checkpoints()["0001"]
+    done = MigrationStore(world.table, table(), world.entries_table).checkpoints()["0001"]
     assert done["state"] == "done"
     assert done["scanned"] == sum(p.scanned for p in progress if p.migration.id == "0001")
     assert "position" not in done
@@ -335,7 +335,7 @@ def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(services
 
 
 def test_a_runner_that_lost_its_lease_writes_nothing_more(services, history, world):
-    store = MigrationStore(world.table, table())
+    store = MigrationStore(world.table, table(), world.entries_table)
     now = services.clock().timestamp()
     assert store.claim("0001", "first", now, "test") is not None
     assert store.claim("0001", "second", now + 1, "test") is None

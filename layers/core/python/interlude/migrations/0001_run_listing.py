@@ -24,4 +24,4 @@ def apply(store: Store, heads: list[a.Item]) -> int:
         state = state_from_json(a.unpacked_json(head["state"]))
         _, put = run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)
         entries.append(put["Put"]["Item"])
-    return MigrationStore(store.table, store.client).put_missing(entries)
+    return MigrationStore(store.table, store.client, store.entries_table).put_missing(entries)

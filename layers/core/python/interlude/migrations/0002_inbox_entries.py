@@ -31,4 +31,4 @@ def apply(store: Store, interrupts: list[a.Item]) -> int:
     open_ = [i for i in interrupts if gate_closes.RAISED_SEQ not in i or i["interruptId"]["S"] in held]
     # A gate whose entries are in the second table (marked: format 11) was opened by a release that wrote them.
     entries = [item for e in map(Entry.of_item, open_) if e.where == FIRST for item in e.items()]
-    return MigrationStore(store.table, store.client).put_missing(entries)
+    return MigrationStore(store.table, store.client, store.entries_table).put_missing(entries)

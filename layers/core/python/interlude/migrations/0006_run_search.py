@@ -26,7 +26,7 @@ SCAN = RUN_HEADS
 def apply(store: Store, heads: list[a.Item]) -> int:
     entries = []
     names = WorkflowNames(store)
-    migrating = MigrationStore(store.table, store.client)
+    migrating = MigrationStore(store.table, store.client, store.entries_table)
     renamed = 0
     for head in heads:
         held = state_from_json(a.unpacked_json(head["state"]))

@@ -23,7 +23,7 @@ FIELDS = ("due", "assignee")
 
 
 def apply(store: Store, heads: list[a.Item]) -> int:
-    migrating = MigrationStore(store.table, store.client)
+    migrating = MigrationStore(store.table, store.client, store.entries_table)
     gates: list[tuple[a.Item, list[a.Item]]] = []
     for head in heads:
         state = state_from_json(a.unpacked_json(head["state"]))

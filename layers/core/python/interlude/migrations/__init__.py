@@ -94,7 +94,7 @@ def run_pending(
 ) -> Outcome:
     """Run the migrations not done yet, in order, page after page while `more_time()` says so. `owner` names this
     runner in the checkpoints' leases; a migration another runner holds stops this run there (`busy`)."""
-    store = MigrationStore(table.table, table.client)
+    store = MigrationStore(table.table, table.client, table.entries_table)
     done = {mid for mid, checkpoint in store.checkpoints().items() if checkpoint.get("state") == DONE}
     outcome = Outcome()
     waiting = registered(skipping=done)
@@ -163,7 +163,7 @@ def _run(
 def status(table: Store) -> list[dict[str, object]]:
     """Each migration of this release, where it stands: its state (`not started` without a checkpoint), items read
     and written so far, when it started and finished, and the release that last ran it."""
-    checkpoints = MigrationStore(table.table, table.client).checkpoints()
+    checkpoints = MigrationStore(table.table, table.client, table.entries_table).checkpoints()
     shown = ("state", "scanned", "written", "startedAt", "finishedAt", "release")
     return [
         {"migration": m.title, "state": "not started", **{k: v for k, v in checkpoints.get(m.id, {}).items() if k in shown}}

@@ -53,10 +53,9 @@ class LeaseLost(Exception):
 
 
 class MigrationStore:
-    def __init__(self, table: str, client: Any, entries_table: str | None = None) -> None:
+    def __init__(self, table: str, client: Any, entries_table: str) -> None:
         self.table = table
         self.client = client
-        # The second table, for a scan of it (Scan.table); a store without it scans only the first.
         self.entries_table = entries_table
 
     def checkpoints(self) -> dict[str, dict[str, Any]]:
@@ -156,8 +155,6 @@ class MigrationStore:
     def scan_page(self, scan: Scan, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
         """One page of the items `scan` selects, after `position`: (items, how many the page read, where the next
         page starts: None at the table's end). `limit` bounds the items read, whatever the filter keeps."""
-        if scan.table == SECOND and self.entries_table is None:
-            raise ValueError("a scan of the second table needs its name")
         kwargs: dict[str, Any] = {
             "TableName": self.entries_table if scan.table == SECOND else self.table,
             "FilterExpression": scan.filter,
@@ -193,7 +190,7 @@ class MigrationStore:
         again, or meets an entry its own writer made, writes nothing); how many it put."""
         found = self._stored(items, "pk, sk")
         put = [item for item in items if _key_of(item) not in found]
-        InboxIndex(self.table, self.client, self.table).batch_write([{"PutRequest": {"Item": item}} for item in put])
+        InboxIndex(self.table, self.client, self.entries_table).batch_write([{"PutRequest": {"Item": item}} for item in put])
         return len(put)
 
     def differing(self, items: list[a.Item], fields: tuple[str, ...]) -> list[a.Item]:
