@@ -190,6 +190,12 @@ def _jobs(store: Store) -> tuple[RunRetention, Restamp]:
 # A replayed unit reopened this long ago whose new round has not begun: its replay stopped between the reopen and the
 # send (a replay's request sends at once, within the API's 29 seconds).
 STUCK_AFTER_S = 900
+# The Scan's clause for such a unit in either pass, with `_stuck_values(now)` (`_stuck` tests a row the same way).
+_STUCK_UNIT = "(begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)"
+
+
+def _stuck_values(now: datetime) -> dict[str, str | int]:
+    return {":unit": "N", ":pending": PENDING, ":stuck": iso(now - timedelta(seconds=STUCK_AFTER_S))}
 
 
 def approval_kind_entries() -> ModuleType:
@@ -199,7 +205,6 @@ def approval_kind_entries() -> ModuleType:
 
 def daily_sweep(now: datetime) -> Migration:
     """The sweep's pass as of `now`: what it selects, and what it does with each page."""
-    stuck_before = iso(now - timedelta(seconds=STUCK_AFTER_S))
     kind = approval_kind_entries().SCAN
     return Migration(
         RETENTION_SWEEP_ID,
@@ -212,7 +217,7 @@ def daily_sweep(now: datetime) -> Migration:
             " OR (contains(pk, :run_items) AND sk <> :run AND attribute_not_exists(#ttl))"
             " OR (sk = :run AND attribute_not_exists(#ttl))"
             " OR (sk = :restamp AND #state = :running)"
-            " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)"
+            f" OR {_STUCK_UNIT}"
             " OR sk = :usage"
             f" OR {kind.filter}",
             {
@@ -221,9 +226,7 @@ def daily_sweep(now: datetime) -> Migration:
                 ":run_items": f"#{RUN_PARTITION}#",
                 ":restamp": RESTAMP_SK,
                 ":running": RUNNING,
-                ":unit": "N",
-                ":pending": PENDING,
-                ":stuck": stuck_before,
+                **_stuck_values(now),
                 ":usage": USAGE_SK,
                 **kind.values,
             },
@@ -248,15 +251,13 @@ RECORDS_SWEEP_ID = "retention-sweep-entries"
 def records_sweep(now: datetime) -> Migration:
     """The sweep's pass over the second table (store/layout.py): its delivery records, as the first pass finds the
     first table's (a replay stopped before its send; a record without an expiry names its run, retained or kept)."""
-    stuck_before = iso(now - timedelta(seconds=STUCK_AFTER_S))
     return Migration(
         RECORDS_SWEEP_ID,
         "retention_sweep_entries",
         "the daily sweep's pass over the second table's delivery records",
         Scan(
-            "(contains(pk, :run_items) AND attribute_not_exists(#ttl))"
-            " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)",
-            {":run_items": f"#{RUN_PARTITION}#", ":unit": "N", ":pending": PENDING, ":stuck": stuck_before},
+            f"(contains(pk, :run_items) AND attribute_not_exists(#ttl)) OR {_STUCK_UNIT}",
+            {":run_items": f"#{RUN_PARTITION}#", **_stuck_values(now)},
             {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status"},
             "pk, sk, #status, reopenedAt, attempts, reopenedFrom, #ttl",
             table=SECOND,
