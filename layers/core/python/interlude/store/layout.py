@@ -86,9 +86,15 @@ DELIVERY_RECORDS = Placement(written=_WRITTEN, read=(FIRST, SECOND))
 MOVED_FAMILIES = {"inbox entry": INBOX_ENTRIES, "delivery record": DELIVERY_RECORDS}
 
 
+def mark_of(where: str) -> str | None:
+    """The mark naming table `where` (None for the first); where_of reads it back."""
+    return SECOND if where == SECOND else None
+
+
 def marked(where: str) -> dict[str, Any]:
     """The mark (plain) naming table `where`: none for the first."""
-    return {TABLE_MARK: SECOND} if where == SECOND else {}
+    mark = mark_of(where)
+    return {TABLE_MARK: mark} if mark else {}
 
 
 def where_of(mark: object) -> str:

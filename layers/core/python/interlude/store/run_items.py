@@ -199,7 +199,7 @@ def mark_written(state: RunState, opened: list[OpenInterrupt]) -> None:
         if interrupt.interruptId in ids:
             interrupt.itemFormat = formats.INTERRUPT_ITEM_WRITTEN
             # Where its inbox entries are put (store/layout.py), for every later write of them: a mark for the second.
-            interrupt.entriesTable = layout.marked(layout.INBOX_ENTRIES.written).get(layout.TABLE_MARK)
+            interrupt.entriesTable = layout.mark_of(layout.INBOX_ENTRIES.written)
 
 
 def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, expires: int | None = None) -> dict[str, Any]:
