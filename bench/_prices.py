@@ -29,6 +29,10 @@ PRICES: dict[str, Price] = {
     "lambda_gb_second_arm": Price(0.0000133334, "GB-s", "aws.amazon.com/lambda/pricing (Arm, first 6 B GB-s/month)"),
     "dynamodb_wru": Price(0.625 / 1e6, "write request unit", "aws.amazon.com/dynamodb/pricing/on-demand"),
     "dynamodb_rru": Price(0.125 / 1e6, "read request unit", "aws.amazon.com/dynamodb/pricing/on-demand"),
+    # Provisioned capacity (InterludeProps.table_capacity, docs/adr/0168): a unit-hour holds one write (1 KB) or one
+    # strongly consistent read (4 KB) a second for an hour, used or not; unchanged by the on-demand cut of 2024-11.
+    "dynamodb_wcu_hour": Price(0.00065, "write capacity unit-hour", "aws.amazon.com/dynamodb/pricing/provisioned"),
+    "dynamodb_rcu_hour": Price(0.00013, "read capacity unit-hour", "aws.amazon.com/dynamodb/pricing/provisioned"),
     "dynamodb_storage_gb_month": Price(0.25, "GB-month", "aws.amazon.com/dynamodb/pricing/on-demand (Standard class)"),
     "sqs_request": Price(0.40 / 1e6, "request (64 KB)", "aws.amazon.com/sqs/pricing (standard queues)"),
     "scheduler_invocation": Price(1.00 / 1e6, "invocation", "aws.amazon.com/eventbridge/pricing (Scheduler; API calls free)"),

@@ -108,6 +108,11 @@ GOALS_INFRA = {"a": 26.0, "b": 21.0, "c": 17.0, "d": 20.0}
 GOAL_ALL_IN_RATIO = 1.3
 GOAL_QUIET_RATIO = 1.5
 GOAL_WRU_A = 20.0
+# A table with provisioned capacity (InterludeProps.table_capacity) pays for the units it holds: at a steady pace auto
+# scaling keeps what it uses near its target (TableCapacity's default, 70 %); a pace that swings between scaling steps
+# uses less of what it holds, priced at LOW_UTILIZATION beside it.
+TARGET_UTILIZATION = 0.70
+LOW_UTILIZATION = 0.50
 TRACE_STARTING = ("http", "stream", "schedule")
 
 
@@ -629,6 +634,20 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     return result
 
 
+def provisioned_usd(bill: Bill, utilization: float) -> float:
+    """$/M of `bill`'s DynamoDB reads and writes on tables provisioned with auto scaling, using `utilization` of the
+    units held: a unit-hour holds 3,600 units, of which the lifecycle's read and write units take their share (the
+    same units as on demand: 2 a KB in a transaction, half for an eventually consistent read)."""
+    per_unit = {"WRU": price("dynamodb_wcu_hour"), "RRU": price("dynamodb_rcu_hour")}
+    return sum(line.quantity * per_unit[line.unit] / 3600 / utilization for line in bill.infra if line.unit in per_unit) * MILLION
+
+
+def with_provisioned_tables(bill: Bill, utilization: float) -> float:
+    """`bill`'s infrastructure $/M with its DynamoDB reads and writes priced as provisioned capacity instead."""
+    on_demand = sum(line.usd for line in bill.infra if line.unit in ("WRU", "RRU")) * MILLION
+    return bill.infra_per_million - on_demand + provisioned_usd(bill, utilization)
+
+
 def by_function(parts: list[Share]) -> str:
     counts: dict[str, float] = defaultdict(float)
     for s in parts:
@@ -844,6 +863,8 @@ def priced(measured: dict[str, Any]) -> dict[str, Any]:
             "infra_busy": busy.infra_per_million,
             "all_in_busy": busy.all_in_per_million,
             "infra_quiet": quiet.infra_per_million,
+            "infra_busy_provisioned": with_provisioned_tables(busy, TARGET_UTILIZATION),
+            "infra_busy_provisioned_low": with_provisioned_tables(busy, LOW_UTILIZATION),
             "all_in_quiet": quiet.all_in_per_million,
             "wru_busy": busy.wru(),
             "wru_quiet": quiet.wru(),
@@ -867,6 +888,16 @@ def verdicts(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         f"{now} (Lambda durable functions as priced here: {durable})",
         f"≤ {goal}",
         all(lc[k]["infra_busy"] <= v for k, v in GOALS_INFRA.items()),
+    ))
+    provisioned = " / ".join(f"{lc[k]['infra_busy_provisioned']:.2f}" for k in GOALS_INFRA)
+    low = " / ".join(f"{lc[k]['infra_busy_provisioned_low']:.2f}" for k in GOALS_INFRA)
+    rows.append((
+        "$/M, infrastructure only, (a) (b) (c) (d), busy pace, the tables provisioned with auto scaling "
+        "(`table_capacity`, docs/adr/0168; on demand is the default)",
+        f"{provisioned} at {TARGET_UTILIZATION:.0%} of the units held (auto scaling's target); {low} at "
+        f"{LOW_UTILIZATION:.0%}",
+        f"≤ {goal}",
+        all(lc[k]["infra_busy_provisioned"] <= v for k, v in GOALS_INFRA.items()),
     ))
     ratios = {k: (lc[k]["all_in_busy"] / lc[k]["infra_busy"], lc[k]["all_in_quiet"] / lc[k]["all_in_busy"]) for k in GOALS_INFRA}
     rows.append((
@@ -902,6 +933,13 @@ def print_report(measured: dict[str, Any]) -> None:
             f"  infrastructure only: ${busy.infra_per_million:.2f} busy, ${quiet.infra_per_million:.2f} quiet; all-in: "
             f"${busy.all_in_per_million:.2f} busy, ${quiet.all_in_per_million:.2f} quiet; "
             f"{busy.wru():.1f} WRU busy, {quiet.wru():.1f} quiet"
+        )
+        print(
+            f"  with the tables provisioned (table_capacity), auto scaling at its target: "
+            f"${with_provisioned_tables(busy, TARGET_UTILIZATION):.2f} busy (DynamoDB reads and writes "
+            f"${provisioned_usd(busy, TARGET_UTILIZATION):.2f} instead of "
+            f"${sum(x.usd for x in busy.infra if x.unit in ('WRU', 'RRU')) * MILLION:.2f}); "
+            f"${with_provisioned_tables(busy, LOW_UTILIZATION):.2f} at {LOW_UTILIZATION:.0%} of the units held"
         )
         for peer, lines in peers(measured, name).items():
             low, high = peer_total(measured, peer, lines)

@@ -6,10 +6,20 @@ wiring.py (in the interlude package) decides what is built; InterludeProps decid
 from interlude_cdk.construct import Interlude
 from interlude_cdk.layer import LayerBuildError
 from interlude_cdk.nag import apply_checks
-from interlude_cdk.props import CustomDomain, ExistingTable, InterludeProps, RouteThrottle, Throttles, TraceSampling
+from interlude_cdk.props import (
+    Autoscaled,
+    CustomDomain,
+    ExistingTable,
+    InterludeProps,
+    RouteThrottle,
+    TableCapacity,
+    Throttles,
+    TraceSampling,
+)
 from interlude_cdk.stack import InterludeStack
 
 __all__ = [
+    "Autoscaled",
     "CustomDomain",
     "ExistingTable",
     "Interlude",
@@ -17,6 +27,7 @@ __all__ = [
     "InterludeStack",
     "LayerBuildError",
     "RouteThrottle",
+    "TableCapacity",
     "Throttles",
     "TraceSampling",
     "apply_checks",

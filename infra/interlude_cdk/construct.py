@@ -55,7 +55,12 @@ class Interlude(Construct):
         if isinstance(key, kms.Key):
             _allow_services_on_key(key)
         self.data = DataTable(
-            self, "Data", removal_policy=props.removal_policy, encryption_key=key, existing=props.existing_table
+            self,
+            "Data",
+            removal_policy=props.removal_policy,
+            encryption_key=key,
+            existing=props.existing_table,
+            capacity=props.table_capacity,
         )
         self.core_layers = CoreLayers(
             self, "CoreLayer", dependencies_dir=Path(props.layer_dir).resolve() if props.layer_dir else None

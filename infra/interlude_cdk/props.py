@@ -32,6 +32,11 @@ SQS_MAX_CONCURRENCY_RANGE = (2, 1000)
 DEFAULT_SQS_MAX_CONCURRENCY = 5
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MEMORY_RANGE_MB = (128, 10240)
+# A provisioned table's (or index's) capacity units a second, as DynamoDB's default per-table quota allows them
+# (Service Quotas: DynamoDB, "Table-level read/write throughput limit": 40,000 each, adjustable).
+CAPACITY_RANGE = (1, 40_000)
+# What Application Auto Scaling's target tracking accepts for DynamoDB's utilization metrics, in percent.
+TARGET_UTILIZATION_RANGE = (20, 90)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +76,45 @@ class ExistingTable:
     # the one it has, under the same id, so an upgrade never replaces it: docs/operations.md §9 says when to name an
     # empty one here instead).
     entries_table_name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Autoscaled:
+    """Capacity units a second that auto scaling keeps between `minimum` and `maximum`."""
+
+    minimum: int
+    maximum: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableCapacity:
+    """Provisioned capacity with auto scaling for one table and its indexes, instead of on demand (docs/adr/0168).
+
+    At a steady pace a provisioned unit costs less than a request unit on demand as long as the table uses more than
+    about 29 % of what it holds ($0.00065 a write capacity unit-hour against $0.625 per million write request units,
+    us-east-1 list prices), and auto scaling keeps it near `target_utilization_percent`: a deployment with steady
+    traffic pays about 40 % of on demand's rate for its reads and writes. What it gives up: a burst past what is
+    provisioned (and the few minutes auto scaling takes to follow it, beyond DynamoDB's burst capacity) is
+    throttled: the API answers `503 runner_unavailable` with `Retry-After`, the workers' records go again. An index
+    gets its table's range and target."""
+
+    reads: Autoscaled
+    writes: Autoscaled
+    target_utilization_percent: int = 70
+
+    def __post_init__(self) -> None:
+        for name, scaled in (("reads", self.reads), ("writes", self.writes)):
+            low, high = CAPACITY_RANGE
+            if not low <= scaled.minimum <= scaled.maximum <= high:
+                raise ValueError(
+                    f"TableCapacity.{name} must keep {low} <= minimum <= maximum <= {high:,}, not "
+                    f"{scaled.minimum}-{scaled.maximum}"
+                )
+        low, high = TARGET_UTILIZATION_RANGE
+        if not low <= self.target_utilization_percent <= high:
+            raise ValueError(
+                f"TableCapacity.target_utilization_percent must be {low}-{high}, not {self.target_utilization_percent}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +224,10 @@ class InterludeProps:
     # Names the deployment in secret prefixes, alarm and dashboard names; None: the stack's name.
     deployment_name: str | None = None
     existing_table: ExistingTable | None = None
+    # Table logical name (wiring.TABLES: "Table", "EntriesTable") -> provisioned capacity with auto scaling, for a
+    # deployment whose traffic is steady; a table not named stays on demand (docs/operations.md, "Tuning"). Not with
+    # `existing_table`: the stack does not change tables it imports.
+    table_capacity: Mapping[str, TableCapacity] = field(default_factory=dict)
     dashboard: bool = True
     # Issue 14: the SES identity notifications are sent from (an address whose address or domain is verified in
     # SES in this region) and, optionally, the SES configuration set they are sent with. None: no e-mail is sent
@@ -229,6 +277,7 @@ class InterludeProps:
                 "a reservation the account cannot hold fails the deploy"
             )
         self._check_provisioned()
+        self._check_table_capacity()
         self._check_sqs_max_concurrency()
         self._check_quota()
 
@@ -276,6 +325,13 @@ class InterludeProps:
                 raise ValueError(
                     f"provisioned_concurrency[{name!r}] = {count} exceeds its reserved concurrency {reserved[name]}"
                 )
+
+    def _check_table_capacity(self) -> None:
+        unknown = set(self.table_capacity) - {spec.logical_name for spec in wiring.TABLES}
+        if unknown:
+            raise ValueError(f"table_capacity names no table of wiring.TABLES: {sorted(unknown)}")
+        if self.table_capacity and self.existing_table is not None:
+            raise ValueError("table_capacity with existing_table: the stack does not change the tables it imports")
 
     def _check_sqs_max_concurrency(self) -> None:
         consumers = {spec.name for spec in wiring.FUNCTIONS if spec.consumes}

@@ -143,7 +143,9 @@ def test_the_new_second_table_is_encrypted_with_the_deployments_key_as_the_norma
         """The second table's properties, and the key's logical id, of tables made with a key of the deployment."""
         stack = Stack(App(), "Tables")
         key = kms.Key(stack, "DataKey")
-        data = DataTable(stack, "Data", removal_policy=RemovalPolicy.RETAIN, encryption_key=key, existing=existing)
+        data = DataTable(
+            stack, "Data", removal_policy=RemovalPolicy.RETAIN, encryption_key=key, existing=existing, capacity={}
+        )
         resources = Template.from_stack(stack).to_json()["Resources"]
         return resources[stack.get_logical_id(data.entries_table.node.default_child)]["Properties"], stack.get_logical_id(key.node.default_child)
 

@@ -16,11 +16,20 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 
 from interlude import wiring
-from interlude_cdk import InterludeProps, InterludeStack, TraceSampling, apply_checks
+from interlude_cdk import (
+    Autoscaled,
+    ExistingTable,
+    InterludeProps,
+    InterludeStack,
+    TableCapacity,
+    TraceSampling,
+    apply_checks,
+)
 from interlude_cdk.layer import PROJECT_ROOT
 from interlude_cdk.props import DEFAULT_SQS_MAX_CONCURRENCY, UNRESERVED_MINIMUM
 from tests.infra.conftest import OFFLINE_AWS, Synth, as_list
 
+STEADY = TableCapacity(reads=Autoscaled(minimum=5, maximum=900), writes=Autoscaled(minimum=10, maximum=1200))
 PROJECT_CONTEXT = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
 CONSUMERS = [spec.name for spec in wiring.FUNCTIONS if spec.consumes]
 STREAM_READER = next(spec.name for spec in wiring.FUNCTIONS if spec.reads_stream)
@@ -127,12 +136,36 @@ RESERVED = sum(spec.reserved_concurrency or 0 for spec in wiring.FUNCTIONS)
         ({"key_cache_seconds": 61}, "key_cache_seconds must be 0-60 seconds, not 61"),
         ({"key_cache_seconds": -1}, "key_cache_seconds must be 0-60 seconds, not -1"),
         ({"security_groups": [object()]}, "need a vpc"),
+        ({"table_capacity": {"Tabel": STEADY}}, "names no table"),
+        (
+            {"table_capacity": {"Table": STEADY}, "existing_table": ExistingTable(table_name="t", stream_arn="s")},
+            "imports",
+        ),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
 def test_a_deployment_that_cannot_deploy_is_refused_with_the_reason(props, says):
     with pytest.raises(ValueError, match=says):
         InterludeProps(**props)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "says"),
+    [
+        ({"reads": Autoscaled(minimum=10, maximum=5), "writes": Autoscaled(minimum=1, maximum=5)}, "reads must keep"),
+        ({"reads": Autoscaled(minimum=0, maximum=5), "writes": Autoscaled(minimum=1, maximum=5)}, "reads must keep"),
+        (
+            {"reads": Autoscaled(minimum=1, maximum=5), "writes": Autoscaled(minimum=1, maximum=40_001)},
+            "writes must keep",
+        ),
+        ({**STEADY.__dict__, "target_utilization_percent": 95}, "must be 20-90, not 95"),
+        ({**STEADY.__dict__, "target_utilization_percent": 10}, "must be 20-90, not 10"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_a_capacity_dynamodb_would_refuse_is_refused_with_the_reason(capacity, says):
+    with pytest.raises(ValueError, match=says):
+        TableCapacity(**capacity)
 
 
 def test_the_quota_holds_reservations_and_the_provisioned_concurrency_of_unreserved_functions():
@@ -144,6 +177,8 @@ def test_the_quota_holds_reservations_and_the_provisioned_concurrency_of_unreser
 # -- every tuning prop, in one synthesized stack -----------------------------------------------------------------
 
 MEMORY = {"api": 1024, "dispatch": 256}
+# The first table provisioned with auto scaling; the second is not named, so it stays on demand.
+TABLE_CAPACITY = {wiring.TABLE.logical_name: STEADY}
 PROVISIONED = {STREAM_READER: 2}
 SQS_MAX = {"notify": 3}
 
@@ -184,6 +219,7 @@ def tuned(tmp_path_factory, prebuilt_layer) -> Synth:
             function_overrides={"notify": more_storage},
             trace_sampling=TraceSampling(fixed_rate=0.2, reservoir_per_s=2),
             key_cache_seconds=1.5,
+            table_capacity=TABLE_CAPACITY,
         )
         # Both cdk-nag packs: an unacknowledged finding (a VPC role's network actions, say) fails the synthesis
         apply_checks(app)
@@ -276,7 +312,11 @@ def test_a_function_override_sees_the_built_function_and_its_changes_reach_the_t
 
 @pytest.mark.parametrize(
     ("sampling", "says"),
-    [({"fixed_rate": 1.5}, "fixed_rate must be 0-1"), ({"reservoir_per_s": -1}, "0 or more"), ({"priority": 0}, "1-9999")],
+    [
+        ({"fixed_rate": 1.5}, "fixed_rate must be 0-1"),
+        ({"reservoir_per_s": -1}, "0 or more"),
+        ({"priority": 0}, "1-9999"),
+    ],
 )
 def test_a_sampling_rule_x_ray_would_refuse_is_refused_with_the_reason(sampling, says):
     with pytest.raises(ValueError, match=says):
@@ -286,3 +326,55 @@ def test_a_sampling_rule_x_ray_would_refuse_is_refused_with_the_reason(sampling,
 def test_the_deployments_trace_sampling_is_its_own_rule(tuned):
     (rule,) = [r["Properties"]["SamplingRule"] for r in tuned.of_type("AWS::XRay::SamplingRule").values()]
     assert (rule["FixedRate"], rule["ReservoirSize"]) == (0.2, 2)
+
+
+# -- the tables' capacity -------------------------------------------------------------------------------------------
+
+
+def scaling_of(synth: Synth) -> dict[str, tuple[int, int, float, str]]:
+    """ScalableDimension and resource -> (min, max, target, metric) of each auto-scaled table or index."""
+    policies = {
+        json.dumps(p["Properties"]["ScalingTargetId"]): p["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+        for p in synth.of_type("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    }
+    found = {}
+    for logical_id, target in synth.of_type("AWS::ApplicationAutoScaling::ScalableTarget").items():
+        props = target["Properties"]
+        assert props["ServiceNamespace"] == "dynamodb"
+        tracking = policies[json.dumps({"Ref": logical_id})]
+        index = "index" if "/index/" in json.dumps(props["ResourceId"]) else "table"
+        found[f"{props['ScalableDimension']} {index}"] = (
+            props["MinCapacity"],
+            props["MaxCapacity"],
+            tracking["TargetValue"],
+            tracking["PredefinedMetricSpecification"]["PredefinedMetricType"],
+        )
+    return found
+
+
+def test_the_tables_are_on_demand_unless_the_deployment_provisions_them(synth):
+    for logical_id in (synth.table_id(), synth.entries_table_id()):
+        props = synth.table(logical_id)["Properties"]
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+        assert "ProvisionedThroughput" not in props
+    assert synth.of_type("AWS::ApplicationAutoScaling::ScalableTarget") == {}
+
+
+def test_a_provisioned_table_and_its_index_start_at_their_minimum_and_scale_to_the_target(tuned):
+    table = tuned.table(tuned.table_id())["Properties"]
+    assert table.get("BillingMode", "PROVISIONED") == "PROVISIONED"  # CloudFormation's default, left out
+    at_minimum = {"ReadCapacityUnits": STEADY.reads.minimum, "WriteCapacityUnits": STEADY.writes.minimum}
+    assert table["ProvisionedThroughput"] == at_minimum
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == wiring.INBOX_INDEX.name
+    assert index["ProvisionedThroughput"] == at_minimum
+    reads = (STEADY.reads.minimum, STEADY.reads.maximum, STEADY.target_utilization_percent)
+    writes = (STEADY.writes.minimum, STEADY.writes.maximum, STEADY.target_utilization_percent)
+    assert scaling_of(tuned) == {
+        "dynamodb:table:ReadCapacityUnits table": (*reads, "DynamoDBReadCapacityUtilization"),
+        "dynamodb:table:WriteCapacityUnits table": (*writes, "DynamoDBWriteCapacityUtilization"),
+        "dynamodb:index:ReadCapacityUnits index": (*reads, "DynamoDBReadCapacityUtilization"),
+        "dynamodb:index:WriteCapacityUnits index": (*writes, "DynamoDBWriteCapacityUtilization"),
+    }
+    # The table the deployment did not name stays on demand.
+    assert tuned.table(tuned.entries_table_id())["Properties"]["BillingMode"] == "PAY_PER_REQUEST"

@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from interlude import wiring
@@ -328,6 +329,45 @@ def test_endless_contention_is_a_retryable_503_that_is_not_replayed(api_key):
     events.unregister("before-call.dynamodb.TransactWriteItems", always_lose)
     retried = resolve(run_id, api_key, key)
     assert retried["statusCode"] == 200
+    assert REPLAY not in retried["headers"]
+    assert resolved_count(run_id) == 1
+
+
+THROTTLED_ANSWERS = {
+    # A provisioned table's units spent (or an on-demand table's hot partition), as botocore parses DynamoDB's answer
+    "ProvisionedThroughputExceededException": {"Error": {"Code": "ProvisionedThroughputExceededException"}},
+    # A transaction one of whose items was throttled
+    "a transaction's item": {
+        "Error": {"Code": "TransactionCanceledException"},
+        "CancellationReasons": [{"Code": "None"}, {"Code": "ThrottlingError"}, {"Code": "None"}],
+    },
+}
+
+
+@pytest.mark.parametrize("answer", THROTTLED_ANSWERS.values(), ids=THROTTLED_ANSWERS.keys())
+def test_a_write_dynamodb_throttles_is_a_retryable_503_not_a_fault(api_key, answer):
+    # Given a table that throttles a resolve's transaction: DynamoDB's answer once botocore's own retries of a throttle
+    # are spent (moto never throttles; the answer replaces the request, so nothing is written)
+    run_id = waiting_run(api_key)
+
+    def throttled(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        error = {**answer, "Error": {**answer["Error"], "Message": "Throughput exceeds the current capacity"}}
+        return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", 400, {}, None), error
+
+    events = http.services().store.client.meta.events
+    events.register("before-call.dynamodb.TransactWriteItems", throttled)
+    key = f"throttled-{uuid.uuid4().hex}"
+    # When the resolve is sent
+    busy = resolve(run_id, api_key, key)
+    # Then the caller gets the registered retryable code and when to come back, not an error of this host (a 500)
+    assert busy["statusCode"] == 503, busy
+    assert json.loads(busy["body"])["error"] == "runner_unavailable"
+    assert busy["headers"]["Retry-After"] == "1"
+    assert resolved_count(run_id) == 0
+    # And once the table has room the same key executes rather than replaying the 503
+    events.unregister("before-call.dynamodb.TransactWriteItems", throttled)
+    retried = resolve(run_id, api_key, key)
+    assert retried["statusCode"] == 200, retried
     assert REPLAY not in retried["headers"]
     assert resolved_count(run_id) == 1
 

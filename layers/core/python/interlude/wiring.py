@@ -78,7 +78,7 @@ ITEM_INDEXES = (RUN_INDEX, INBOX, TASK_QUEUES, RUN_SEARCH)
 
 class TableSpec(NamedTuple):
     """One table of a deployment, as the construct, the local stack and the tests create it (pk/sk strings, TTL
-    attribute TTL_ATTRIBUTE, on demand)."""
+    attribute TTL_ATTRIBUTE, on demand unless a deployment provisions it: InterludeProps.table_capacity)."""
 
     logical_name: str
     # The stack output holding its name (the `interlude` CLI's --stack finds it there).

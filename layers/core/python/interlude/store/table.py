@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from interlude import sdk_clients
 from interlude.config.runtime import runtime_settings
+from interlude.domain.errors import Unavailable
 from interlude.store import item_formats
 from interlude.store.layout import SECOND
 
@@ -35,10 +36,37 @@ class Table:
         self.client = client or dynamodb_client()
         # Every answer of this client (the other stores share it) is refused if it holds an item too new to read.
         item_formats.watch(self.client)
+        refuse_throttled(self.client)
 
     def table_named(self, where: str) -> str:
         """The name of table `where` (store/layout.py: FIRST, or SECOND)."""
         return self.entries_table if where == SECOND else self.table
+
+
+# What DynamoDB answers when it refuses a request for want of capacity: a provisioned table's (or index's) units, an
+# on-demand table's sudden peak or hot partition, the account's request rate. A transaction names its throttled items
+# in its cancellation reasons.
+THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
+THROTTLED_IN_TRANSACTION = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
+THROTTLED_HANDLER_ID = "interlude-refuse-throttled"
+
+
+def refuse_throttled(client: Any) -> None:
+    """Make a request DynamoDB still throttles once the SDK's retries are spent an `Unavailable` refusal (a `503
+    runner_unavailable` with `Retry-After` at the API; a record that goes again in a worker) rather than an error of
+    this host. Registering twice changes nothing."""
+    events = getattr(getattr(client, "meta", None), "events", None)
+    if events is not None:
+        events.register("after-call.dynamodb", _refused_if_throttled, unique_id=THROTTLED_HANDLER_ID)
+
+
+def _refused_if_throttled(http_response: Any, parsed: dict[str, Any], **_: Any) -> None:
+    if http_response.status_code < 300:
+        return
+    code = parsed.get("Error", {}).get("Code")
+    reasons = {reason.get("Code") for reason in parsed.get("CancellationReasons") or ()}
+    if code in THROTTLED or (code == "TransactionCanceledException" and reasons & THROTTLED_IN_TRANSACTION):
+        raise Unavailable("the deployment's tables are busy (DynamoDB throttled the request); retry", retry_after_s=1)
 
 
 def conditionally(write: Callable[..., dict[str, Any]], /, **request: Any) -> dict[str, Any] | None:
