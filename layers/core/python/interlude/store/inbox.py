@@ -35,6 +35,7 @@ from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import gate_closes, layout, sharded
 from interlude.store.layout import FIRST, INTERRUPT_SK_PREFIX, RUN_SK, SECOND, interrupt_sk, run_pk
+from interlude.store.table import batch_get_answers, batch_write_all
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
@@ -272,14 +273,7 @@ class InboxIndex:
             pending: dict[str, Any] = {}
             for table, request in flat[start : start + BATCH_WRITE_MAX]:
                 pending.setdefault(table, []).append(request)
-            for attempt in range(8):
-                unprocessed = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-                if not unprocessed:
-                    break
-                pending = unprocessed
-                time.sleep(0.01 * 2**attempt)
-            else:
-                raise RuntimeError("the inbox index could not be written (throttled)")
+            batch_write_all(self.client, pending)
 
     # -- the page ---------------------------------------------------------------------------------------
 
@@ -361,12 +355,10 @@ class InboxIndex:
         while pending:
             batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
             request: dict[str, Any] = {self.table: {"Keys": batch}}
-            while request:
-                answer = self.client.batch_get_item(RequestItems=request)
+            for answer in batch_get_answers(self.client, request):
                 calls += 1
                 for item in answer.get("Responses", {}).get(self.table, []):
                     got[(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"])] = item
-                request = answer.get("UnprocessedKeys") or {}
         held: dict[str, set[str]] = {}
         out: list[dict[str, Any]] = []
         stale: list[tuple[str, a.Item]] = []

@@ -15,7 +15,7 @@ from interlude.store import attributes as a
 from interlude.store import gate_closes, head_parts, item_index
 from interlude.store.expiry import past_expiry, run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
-from interlude.store.table import BATCH_GET_MAX, Table, batch_get
+from interlude.store.table import BATCH_GET_MAX, Table, batch_get, batch_get_answers
 
 
 def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
@@ -151,11 +151,9 @@ class RunStore(Table):
         while pending:
             batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
             request: dict[str, Any] = {self.table: {"Keys": batch, "ProjectionExpression": "sk"}}
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
+            for got in batch_get_answers(self.client, request):
                 if got.get("Responses", {}).get(self.table):
                     return True
-                request = got.get("UnprocessedKeys") or {}
         return False
 
     def _batch_get(self, keys: list[a.Item]) -> list[dict[str, Any]]:

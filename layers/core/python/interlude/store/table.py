@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -66,7 +67,40 @@ def _refused_if_throttled(http_response: Any, parsed: dict[str, Any], **_: Any) 
     code = parsed.get("Error", {}).get("Code")
     reasons = {reason.get("Code") for reason in parsed.get("CancellationReasons") or ()}
     if code in THROTTLED or (code == "TransactionCanceledException" and reasons & THROTTLED_IN_TRANSACTION):
-        raise Unavailable("the deployment's tables are busy (DynamoDB throttled the request); retry", retry_after_s=1)
+        raise throttled()
+
+
+def throttled() -> Unavailable:
+    return Unavailable("the deployment's tables are busy (DynamoDB throttled the request); retry", retry_after_s=1)
+
+
+# A batch call DynamoDB answers with unprocessed keys or items (what it throttled) is sent again for them, this many
+# times at most, after 10 ms doubling (≈ 1.3 s in all); then the request is refused as throttled.
+UNPROCESSED_ATTEMPTS = 8
+
+
+def batch_get_answers(client: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The answers of one BatchGetItem `request` and of its unprocessed keys asked again."""
+    for attempt in range(UNPROCESSED_ATTEMPTS):
+        if attempt:
+            time.sleep(0.01 * 2 ** (attempt - 1))
+        answer = client.batch_get_item(RequestItems=request)
+        yield answer
+        request = answer.get("UnprocessedKeys") or {}
+        if not request:
+            return
+    raise throttled()
+
+
+def batch_write_all(client: Any, request: dict[str, Any]) -> None:
+    """One BatchWriteItem `request`, its unprocessed items sent again."""
+    for attempt in range(UNPROCESSED_ATTEMPTS):
+        if attempt:
+            time.sleep(0.01 * 2 ** (attempt - 1))
+        request = client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+        if not request:
+            return
+    raise throttled()
 
 
 def conditionally(write: Callable[..., dict[str, Any]], /, **request: Any) -> dict[str, Any] | None:
@@ -89,7 +123,5 @@ def batch_get(client: Any, table: str, keys: list[dict[str, Any]], **read: Any) 
     request's own options (ConsistentRead, ProjectionExpression, ExpressionAttributeNames)."""
     for start in range(0, len(keys), BATCH_GET_MAX):
         request: dict[str, Any] = {table: {"Keys": keys[start : start + BATCH_GET_MAX], **read}}
-        while request:
-            got = client.batch_get_item(RequestItems=request)
+        for got in batch_get_answers(client, request):
             yield from got.get("Responses", {}).get(table) or ()
-            request = got.get("UnprocessedKeys") or {}
