@@ -24,7 +24,6 @@ The registry is the operator's: its partition is no tenant's, so a tenant's dele
 the deletion's report and turns away work still in flight for the tenant until it expires.
 """
 
-import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -45,7 +44,7 @@ from interlude.store.layout import (
     LIVE_CONNECTION_SK,
     tenant_of_pk,
 )
-from interlude.store.table import Table, batch_get
+from interlude.store.table import Table, batch_get, batch_write_all
 
 REGISTRY_PK = "TENANTS"
 ACTIVE, SUSPENDED, DELETING, DELETED = "active", "suspended", "deleting", "deleted"
@@ -394,13 +393,8 @@ class TenantRecords:
             pending: dict[str, Any] = {
                 self.table_named(where): [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE_MAX]]
             }
-            for attempt in range(10):
-                pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                time.sleep(min(1.0, 0.02 * 2**attempt))
-            else:
-                raise RuntimeError("the tenant's items could not be deleted (throttled); the deletion goes on later")
+            # Throttled past its retries: Unavailable, and the deletion's turn goes again from its queue.
+            batch_write_all(self.client, pending)
 
 
 class _Month:
