@@ -4,8 +4,9 @@ Every alarm notifies the alarm topic, and every alarm but two pages on one evalu
 of every function, the outbox's iterator age, every dead-letter queue from its first message, the tables' throttled
 requests, and per function the failures a Lambda error never shows: records a worker failed (RecordFailures),
 errors the code caught and carried on from (CaughtErrors; both emitted by the functions, interlude.adapters.metrics),
-for dispatch the new runs' event batches it dropped as orphans (OrphanBatches, docs/adr/0165), and ERROR log lines (a metric filter on its log group). The two sustained alarms (SUSTAINED) are statistical: the
-API's 5xx rate and the p99 latency of its non-held routes. docs/operations.md says what each one means.
+for dispatch the new runs' event batches it dropped as orphans (OrphanBatches, docs/adr/0165), and ERROR log lines (a
+metric filter on its log group). The two sustained alarms (SUSTAINED) are statistical: the API's 5xx rate and the p99
+latency of its non-held routes. docs/operations.md says what each one means.
 """
 
 from __future__ import annotations

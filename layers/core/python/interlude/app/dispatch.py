@@ -199,8 +199,8 @@ def handle_batch(
 ) -> dict[str, BaseException]:
     """Dispatch `batch` ((record id, stream record) pairs); `heads`: the heads of its runs as read for it (a run
     missing is gone, or not created yet); `now_s`: the epoch seconds it is read at; `count_orphan`: called once for
-    each orphan dropped. Answers the records that failed:
-    each with its exception (HeldBack behind a failed one, HeadNotYetCommitted for a new run's batch without its head)."""
+    each orphan dropped. Answers the records that failed: each with its exception (HeldBack behind a failed one,
+    HeadNotYetCommitted for a new run's batch without its head)."""
     groups = runs_of(batch)
     waiting, orphans = _without_head(groups, heads, now_s)
     unaudited = _append_drafts([(i, r) for i, r in batch if i not in waiting and i not in orphans], append_audit)
