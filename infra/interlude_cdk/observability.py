@@ -3,9 +3,10 @@
 Every alarm notifies the alarm topic, and every alarm but two pages on one evaluation period: errors and throttles
 of every function, the outbox's iterator age, every dead-letter queue from its first message, the tables' throttled
 requests, and per function the failures a Lambda error never shows: records a worker failed (RecordFailures),
-errors the code caught and carried on from (CaughtErrors; both emitted by the functions, interlude.adapters.metrics)
-and ERROR log lines (a metric filter on its log group). The two sustained alarms (SUSTAINED) are statistical: the
-API's 5xx rate and the p99 latency of its non-held routes. docs/operations.md says what each one means.
+errors the code caught and carried on from (CaughtErrors; both emitted by the functions, interlude.adapters.metrics),
+for dispatch the new runs' event batches it dropped as orphans (OrphanBatches, docs/adr/0165), and ERROR log lines (a
+metric filter on its log group). The two sustained alarms (SUSTAINED) are statistical: the API's 5xx rate and the p99
+latency of its non-held routes. docs/operations.md says what each one means.
 """
 
 from __future__ import annotations
@@ -143,6 +144,10 @@ class Observability(Construct):
             failures.insert(
                 0, ("record-failures", "records failed", self._function_metric(metrics.RECORD_FAILURES, function))
             )
+        if spec.consumes == wiring.OUTBOX_QUEUE:
+            # A create that crashed between its batch and its transaction, or clocks apart: no Lambda error shows it.
+            orphans = self._function_metric(metrics.ORPHAN_BATCHES, function)
+            failures.append(("orphan-batches", "orphan event batches dropped", orphans))
         self.facade.monitor_custom(
             alarm_friendly_name=f"fn-{spec.name}",
             human_readable_name=f"function {spec.name}: failures a Lambda error does not show",

@@ -166,6 +166,17 @@ def test_every_function_pages_on_its_first_caught_error(synth, spec):
     assert_pages_on_the_first(failure_alarm(synth, metrics.NAMESPACE, metrics.CAUGHT_ERRORS, dimensions), synth)
 
 
+def test_dispatch_pages_on_the_first_orphan_event_batch_it_drops_and_no_other_function_counts_them(synth):
+    """A new run's batch dropped because its run never came (docs/adr/0165) is no failed record: only its metric shows
+    it."""
+    (dispatch,) = [spec for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE]
+    dimensions = {"deployment": synth.stack.stack_name, "FunctionName": {"Ref": synth.function_id(dispatch.name)}}
+    props = failure_alarm(synth, metrics.NAMESPACE, metrics.ORPHAN_BATCHES, dimensions)
+    assert_pages_on_the_first(props, synth)
+    assert props["AlarmName"] == f"{synth.stack.stack_name}-fn-{dispatch.name}-orphan-batches-Critical"
+    assert len([m for _, _, m in alarm_metrics(synth) if m["MetricName"] == metrics.ORPHAN_BATCHES]) == 1
+
+
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
 def test_every_function_pages_on_its_first_error_log_line(synth, spec):
     # Given the metric filter on the function's own log group
@@ -191,7 +202,8 @@ def test_every_function_pages_on_its_first_error_log_line(synth, spec):
 def test_the_dashboard_shows_every_failure_metric(synth):
     (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    for name in (metrics.RECORD_FAILURES, metrics.CAUGHT_ERRORS, "IteratorAge", "ApproximateNumberOfMessagesVisible"):
+    failures = (metrics.RECORD_FAILURES, metrics.CAUGHT_ERRORS, metrics.ORPHAN_BATCHES)
+    for name in (*failures, "IteratorAge", "ApproximateNumberOfMessagesVisible"):
         assert name in body, name
     for spec in wiring.FUNCTIONS:
         assert f"{synth.stack.stack_name}/{spec.name}" in body, spec.name

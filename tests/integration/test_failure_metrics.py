@@ -7,14 +7,12 @@ moto; what they write to stdout is read back as CloudWatch would parse it.
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stdout
 
 import boto3
 import pytest
 
-from interlude import config, wiring
+from interlude import wiring
 from interlude.adapters import metrics
 from interlude.adapters.delivery.signing import secret_name
 from interlude.adapters.notify.messages import RAISED, queue_message
@@ -26,6 +24,7 @@ from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
+from tests.support.emf import Point, as_function, of, written
 from tests.support.local_stack import FIXTURES
 from tests.support.logs import function_log
 from tests.support.moto_world import ENTRIES_TABLE, KEY_RING_SECRET, TABLE
@@ -57,35 +56,11 @@ def services(aws) -> Services:
     return Services(Store(TABLE, ENTRIES_TABLE))
 
 
-def as_function(monkeypatch, name: str) -> str:
-    """Run what follows as deployed function `name` (its physical name, as Lambda sets it)."""
-    physical = f"{DEPLOYMENT}-{name}-0A1B2C3D"
-    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", physical)
-    # Lambda sets it before the function starts, and the function reads its environment then.
-    config.forget()
-    return physical
-
-
-def invoke(name: str, event: dict) -> tuple[dict, list[tuple[str, dict[str, str]]]]:
+def invoke(name: str, event: dict) -> tuple[dict, list[Point]]:
     """Invoke function `name`'s real handler; its answer, and (metric, dimensions) of every EMF point it wrote."""
-    # Loaded first: its Logger keeps the stream it was made with, which must not be this capture's.
-    lambda_runtime.handler_module(name)
-    out = io.StringIO()
-    with redirect_stdout(out):
+    with written(name) as points:
         answer = lambda_runtime.invoke(name, event)
-    points = []
-    for line in out.getvalue().splitlines():
-        document = json.loads(line)
-        (directive,) = document["_aws"]["CloudWatchMetrics"]
-        assert directive["Namespace"] == metrics.NAMESPACE
-        (metric,) = directive["Metrics"]
-        (dimension_names,) = directive["Dimensions"]
-        points.append((metric["Name"], {dimension: document[dimension] for dimension in dimension_names}))
     return answer, points
-
-
-def of(points: list[tuple[str, dict[str, str]]], metric: str) -> list[dict[str, str]]:
-    return [dimensions for name, dimensions in points if name == metric]
 
 
 def start_gate_run(services: Services, callback_url: str) -> str:
@@ -109,7 +84,7 @@ def test_an_item_the_outbox_fails_is_counted_and_logged(services, aws, monkeypat
     # Given a run whose raised gate makes the outbox queue a callback notice, on a queue that is gone
     start_gate_run(services, RECEIVER)
     boto3.client("sqs").delete_queue(QueueUrl=aws["callbacks"])
-    function = as_function(monkeypatch, "dispatch")
+    function = as_function(monkeypatch, DEPLOYMENT, "dispatch")
     records = Stream(TABLE).take()
 
     # When the dispatch function is handed the batch
@@ -136,7 +111,7 @@ def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_re
     name = secret_name(wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"], tenant)
     secrets.create_secret(Name=name, SecretString="{}")
     secrets.delete_secret(SecretId=name, RecoveryWindowInDays=7)
-    function = as_function(monkeypatch, "callbacks")
+    function = as_function(monkeypatch, DEPLOYMENT, "callbacks")
     (record,) = queued_records(aws["callbacks"])
 
     # When the callbacks function takes it
@@ -151,7 +126,6 @@ def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_re
     assert of(points, "CallbackNotices") == [{"deployment": DEPLOYMENT, "outcome": "failed"}]
     (error,) = [line for line in lines if line["level"] == "ERROR"]
     assert error["caughtError"] == "delivery-attempt"
-
 
 
 # A world of its own: it deletes the token key ring.
@@ -169,7 +143,7 @@ def test_a_notification_that_fails_inside_the_worker_is_logged_and_counted(servi
     message = queue_message(tenant, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
     boto3.client("sqs").send_message(QueueUrl=aws["notifications"], MessageBody=json.dumps(message))
     boto3.client("secretsmanager").delete_secret(SecretId=KEY_RING_SECRET, ForceDeleteWithoutRecovery=True)
-    function = as_function(monkeypatch, "notify")
+    function = as_function(monkeypatch, DEPLOYMENT, "notify")
     (record,) = queued_records(aws["notifications"])
 
     # When the notify function takes the message

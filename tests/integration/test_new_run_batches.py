@@ -13,6 +13,7 @@ import pytest
 from botocore.client import BaseClient
 
 from interlude import wiring
+from interlude.adapters import metrics
 from interlude.adapters.outbox_feed import forward
 from interlude.app.dispatch import head_wait_retry_s
 from interlude.composition import Services
@@ -32,6 +33,7 @@ from tests.integration import test_webhooks
 from tests.integration.conftest import signed_in
 from tests.integration.test_store_and_dispatch import register
 from tests.integration.test_webhooks import start_gate_run
+from tests.support.emf import as_function, of, written
 from tests.support.logs import function_log
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.queues import queued
@@ -39,6 +41,7 @@ from tests.support.stream import Stream, dispatch
 
 # The webhook tests' world (the loopback switch on) and services; `receiver` is the suite's (tests/conftest.py).
 aws, services = test_webhooks.aws, test_webhooks.services
+DEPLOYMENT = "orphans-test"
 
 
 def held_back_head(run_id: str) -> dict[str, Any]:
@@ -86,15 +89,17 @@ def test_a_new_runs_batch_before_its_head_goes_again_soon_and_is_dispatched_once
     forward(aws[wiring.OUTBOX_QUEUE], outbox_records_of(run_id))
     pump = QueuePump("dispatch", aws[wiring.OUTBOX_QUEUE], batch_size=wiring.OUTBOX_BATCH_SIZE)
     changes = hidden(monkeypatch)
+    as_function(monkeypatch, DEPLOYMENT, "dispatch")
 
     # When the outbox's mapping hands it to dispatch
-    with function_log("dispatch", "ERROR") as errors:
+    with function_log("dispatch", "ERROR") as errors, written("dispatch") as points:
         pump.pump_once()
 
-    # Then nothing of it is dispatched (no callback notice), it is no failure, and it stays on the queue, hidden for the
-    # short retry rather than the queue's visibility timeout
+    # Then nothing of it is dispatched (no callback notice), it is no failure nor an orphan, and it stays on the queue,
+    # hidden for the short retry rather than the queue's visibility timeout
     assert notices_of(aws, run_id) == []
     assert errors == []
+    assert of(points, metrics.RECORD_FAILURES) == of(points, metrics.ORPHAN_BATCHES) == []
     assert [c["VisibilityTimeout"] for c in changes] == [wiring.NEW_RUN_BATCH_FIRST_RETRY_S]
     assert wiring.queue(wiring.OUTBOX_QUEUE).visibility_timeout_s > wiring.NEW_RUN_BATCH_FIRST_RETRY_S
 
@@ -110,8 +115,8 @@ def test_a_new_runs_batch_before_its_head_goes_again_soon_and_is_dispatched_once
     assert messages_of(aws[wiring.OUTBOX_QUEUE], run_id) == []
 
 
-def test_a_new_runs_batch_whose_head_never_came_is_dropped_past_the_wait_and_nothing_dispatched(
-    services, aws, receiver, tenant, clock_file, caplog
+def test_a_new_runs_batch_whose_head_never_came_is_dropped_past_the_wait_nothing_dispatched_and_counted(
+    services, aws, receiver, tenant, clock_file, caplog, monkeypatch
 ):
     # Given a new gate run's batch on the outbox queue whose head was never committed (its create crashed between its
     # puts and its transaction), older than the wait for it
@@ -121,15 +126,20 @@ def test_a_new_runs_batch_whose_head_never_came_is_dropped_past_the_wait_and_not
     forward(aws[wiring.OUTBOX_QUEUE], outbox_records_of(run_id))
     clock.advance(clock_file, wiring.NEW_RUN_BATCH_WAIT_S + 1)
     pump = QueuePump("dispatch", aws[wiring.OUTBOX_QUEUE], batch_size=wiring.OUTBOX_BATCH_SIZE)
+    function = as_function(monkeypatch, DEPLOYMENT, "dispatch")
 
     # When the outbox's mapping hands it to dispatch
-    pump.pump_once()
+    with written("dispatch") as points:
+        pump.pump_once()
 
     # Then it is done with, never a dead letter: nothing dispatched, one line naming the orphan's run
     assert messages_of(aws[wiring.OUTBOX_QUEUE], run_id) == []
     assert messages_of(aws["outbox-dlq"], run_id) == []
     assert notices_of(aws, run_id) == []
     assert [r.runId for r in caplog.records if hasattr(r, "orphanBatch")] == [run_id]
+    # And one OrphanBatches point of the function, which the operators' alarm reads (no failed record: it is no failure)
+    assert of(points, metrics.ORPHAN_BATCHES) == [{"deployment": DEPLOYMENT, "FunctionName": function}]
+    assert of(points, metrics.RECORD_FAILURES) == []
     boto3.client("dynamodb").put_item(TableName=TABLE, Item=head)  # the shared world's run, whole again
 
 

@@ -5,6 +5,8 @@ nothing left to ask, and never a link or an address in the log."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import boto3
 import pytest
@@ -13,6 +15,7 @@ from interlude import wiring
 from interlude.adapters.leased_work import RetryLater
 from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.adapters.notify.worker import Worker
+from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.composition import Services
 from interlude.config.notify import NotifySettings
 from interlude.domain.models.principals import PrincipalEntry
@@ -22,6 +25,7 @@ from interlude.local import lambda_runtime
 from interlude.rules.auth import run_resolver
 from interlude.rules.tokens.scheme import KeyRing
 from interlude.store.facade import Store
+from interlude.store.interactions import settings_key
 from tests.integration.conftest import signed_in
 from tests.support.moto_world import ENTRIES_TABLE, SENDER, TABLE, current_account
 from tests.support.receiver import Receiver
@@ -328,10 +332,34 @@ def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch, 
     assert "on behalf of ben, as their delegate" in mail.raw_data.replace("=\n", "")
 
 
-def test_a_raised_gate_reads_the_tenants_settings_once_for_whom_it_asks_and_its_reminders(aws, monkeypatch, tenant):
-    from types import SimpleNamespace
+def reminders_scheduled(run_id: str) -> list[int]:
+    """The visits of the run's reminder schedules in the deployment's group (moto's Scheduler), in order."""
+    group = scheduler_.from_env().settings.group
+    client = boto3.client("scheduler")
+    inputs = [
+        json.loads(client.get_schedule(Name=s["Name"], GroupName=group)["Target"]["Input"])
+        for s in client.list_schedules(GroupName=group)["Schedules"]
+    ]
+    return sorted(i["visit"] for i in inputs if i.get("purpose") == "reminder" and i.get("runId") == run_id)
 
-    from interlude.adapters.notify import outbox as notify_outbox
+
+@contextmanager
+def settings_reads(client, tenant: str) -> Iterator[list[dict]]:
+    """The GetItems `client` sends for the tenant's settings item inside the block."""
+    reads: list[dict] = []
+
+    def read(params: dict, **_) -> None:
+        if params.get("Key") == settings_key(tenant):
+            reads.append(params)
+
+    client.meta.events.register("provide-client-params.dynamodb.GetItem", read)
+    try:
+        yield reads
+    finally:
+        client.meta.events.unregister("provide-client-params.dynamodb.GetItem", read)
+
+
+def test_a_raised_gate_reads_the_tenants_settings_once_for_whom_it_asks_and_its_reminders(aws, monkeypatch, tenant):
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
@@ -340,21 +368,17 @@ def test_a_raised_gate_reads_the_tenants_settings_once_for_whom_it_asks_and_its_
     for pid in ("ann", "ben"):
         services.directory.put_principal(tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
     run_id, _, _ = open_gate(services)
-    reminded: list[int] = []
-    scheduler = SimpleNamespace(ensure=lambda run, deadline: reminded.append(deadline.visit))
-    monkeypatch.setattr(notify_outbox.scheduler_, "from_env", lambda: scheduler)
     outbox = services.notification_outbox
-    read: list[str] = []
-    stored = outbox.tenants
-    monkeypatch.setattr(outbox, "tenants", SimpleNamespace(get_settings=lambda t: read.append(t) or stored.get_settings(t)))
 
-    outbox.on_events(run_id, services.store.read_events(run_id))
-
-    assert read == [tenant]
-    assert sorted(reminded) == [0, 1]
-    assert {pid: m.get("delegation") for pid, m in queued(aws).items()} == {"ann": False, "ben": False}
-    # Read for the record and passed down, not held on the outbox, which dispatch's threads share: the next record
-    # reads them again, as the tenant has them then
-    assert set(vars(outbox)) == {"records", "log", "directory", "tenants", "definitions", "clock"}
-    outbox.on_events(run_id, services.store.read_events(run_id))
-    assert read == [tenant, tenant]
+    with settings_reads(services.store.client, tenant) as read:
+        outbox.on_events(run_id, services.store.read_events(run_id))
+        # One read of the settings item answers both: whether delegation is allowed (the messages say not) and the
+        # reminders' offsets (one schedule for each)
+        assert len(read) == 1
+        assert reminders_scheduled(run_id) == [0, 1]
+        assert {pid: m.get("delegation") for pid, m in queued(aws).items()} == {"ann": False, "ben": False}
+        # Read for the record and passed down, not held on the outbox, which dispatch's threads share: the next
+        # record reads them again, as the tenant has them then
+        assert set(vars(outbox)) == {"records", "log", "directory", "tenants", "definitions", "clock"}
+        outbox.on_events(run_id, services.store.read_events(run_id))
+        assert len(read) == 2

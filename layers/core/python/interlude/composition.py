@@ -558,6 +558,7 @@ class Services:
     ) -> dict[str, BaseException]:
         """A batch of the table stream's event-log items through the outbox (app/dispatch.py): (record id, stream
         record) pairs with their runs' heads as read for the batch; answers the records that failed."""
+        from interlude.adapters import metrics
         from interlude.app.dispatch import handle_batch
 
         return handle_batch(
@@ -570,6 +571,7 @@ class Services:
             concurrently,
             self.audit.append_drafts,
             self.clock().timestamp(),
+            metrics.orphan_batch_dropped,
         )
 
     def _advance(self, run_id: str, got: tuple[RunState, int]) -> int:

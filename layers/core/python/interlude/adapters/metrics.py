@@ -9,11 +9,13 @@ What is counted: InterruptsRaised{kind}, InterruptsDecided{kind, outcome} (from 
 item), Decisions{surface} (the route that decided), DeadlinesFired{purpose}, CallbackNotices{outcome},
 IdempotentReplays{operation}, ApiErrors{route, status}; the failures that page (docs/operations.md, "What to
 watch"), by the physical name of the function that met them: RecordFailures{FunctionName} (a stream record or queue
-message a worker failed, other than a designed retry: interlude.adapters.batch) and CaughtErrors{FunctionName} (an
-error the code logged and carried on from: interlude.app.caught); and TimeToDecision{kind, outcome} in milliseconds, from
-the interrupt's raisedAt to the timestamp of its interrupt.resolved event (a decision on any surface, or the
-timeout: outcome `timeout`). The resolved event does not carry raisedAt, so the outbox reads it back from the
-interrupt's item (two GetItems per decided interrupt, and only where metrics are written).
+message a worker failed, other than a designed retry: interlude.adapters.batch), CaughtErrors{FunctionName} (an
+error the code logged and carried on from: interlude.app.caught) and OrphanBatches{FunctionName} (dispatch's: a new
+run's event batch dropped because its run was never created, interlude.app.dispatch, docs/adr/0165); and
+TimeToDecision{kind, outcome} in milliseconds, from the interrupt's raisedAt to the timestamp of its
+interrupt.resolved event (a decision on any surface, or the timeout: outcome `timeout`). The resolved event does not
+carry raisedAt, so the outbox reads it back from the interrupt's item (two GetItems per decided interrupt, and only
+where metrics are written).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ NAMESPACE = "Interlude"
 # The failure metrics the alarms read (interlude_cdk.observability), each dimensioned by deployment and FunctionName.
 RECORD_FAILURES = "RecordFailures"
 CAUGHT_ERRORS = "CaughtErrors"
+ORPHAN_BATCHES = "OrphanBatches"
 
 
 def enabled() -> bool:
@@ -63,6 +66,10 @@ def function_name() -> str:
 
 def record_failed() -> None:
     count(RECORD_FAILURES, FunctionName=function_name())
+
+
+def orphan_batch_dropped() -> None:
+    count(ORPHAN_BATCHES, FunctionName=function_name())
 
 
 def count_caught_errors() -> None:

@@ -20,8 +20,9 @@ failed fails as a handler's failure does, before its handlers run.
 A new run's first event batch may be put before the transaction that writes its run's head (docs/adr/0165), so it can
 come here before the head exists: while it is younger than wiring.NEW_RUN_BATCH_WAIT_S it is not ready
 (HeadNotYetCommitted: it goes again, its run's later records after it), and once older it is an orphan, a create that
-never committed: dropped, nothing of it dispatched, its audit draft never appended. Any other batch read without its
-head is of a run deleted since, handled as before.
+never committed: dropped, nothing of it dispatched, its audit draft never appended, with a WARNING line and one
+`count_orphan()` (the entry point's metric: operators alarm on it). Any other batch read without its head is of a run
+deleted since, handled as before.
 """
 
 from __future__ import annotations
@@ -194,10 +195,12 @@ def handle_batch(
     concurrently: Concurrently[Any, Any],
     append_audit: AuditAppender,
     now_s: float,
+    count_orphan: Callable[[], None],
 ) -> dict[str, BaseException]:
     """Dispatch `batch` ((record id, stream record) pairs); `heads`: the heads of its runs as read for it (a run
-    missing is gone, or not created yet); `now_s`: the epoch seconds it is read at. Answers the records that failed:
-    each with its exception (HeldBack behind a failed one, HeadNotYetCommitted for a new run's batch without its head)."""
+    missing is gone, or not created yet); `now_s`: the epoch seconds it is read at; `count_orphan`: called once for
+    each orphan dropped. Answers the records that failed: each with its exception (HeldBack behind a failed one,
+    HeadNotYetCommitted for a new run's batch without its head)."""
     groups = runs_of(batch)
     waiting, orphans = _without_head(groups, heads, now_s)
     unaudited = _append_drafts([(i, r) for i, r in batch if i not in waiting and i not in orphans], append_audit)
@@ -219,6 +222,7 @@ def handle_batch(
                         " dropped",
                         extra={"runId": run_id, "orphanBatch": record_id},
                     )
+                    count_orphan()
                     continue
                 if record_id in unaudited:
                     failed[record_id] = unaudited[record_id]
