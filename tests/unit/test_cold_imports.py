@@ -113,7 +113,8 @@ NOT_AT_IMPORT = {
         "interlude.app",
         "interlude.engine",
         "interlude.faces",
-        "interlude.adapters.delivery.worker",  # the callback worker
+        "interlude.adapters.delivery",  # the callback worker; the pinned HTTP client loads with the first Slack post
+        "interlude.rules.egress",  # the egress guard: the first Slack post's too
         "jsonschema",
         "standardwebhooks",
     ],

@@ -17,12 +17,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
-from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
 from interlude.adapters.leased_work import Attempted, LeasedWorker, Work
 from interlude.adapters.notify.messages import (
     CLOSED,
@@ -47,7 +46,6 @@ from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.answer_schema import asked, field_labels, headline
-from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.slack import button_value
 from interlude.rules.slack_forms import modal_form
 from interlude.rules.tokens.issuer import interrupt_token
@@ -57,6 +55,9 @@ from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
 from interlude.store.runs import RunStore
 from interlude.store.workflow_reads import read_workflow
+
+if TYPE_CHECKING:
+    from interlude.rules.egress import Resolver
 
 logger = Logger(service="interlude-notify", child=True)
 USER_AGENT = "interlude-notify/1"
@@ -347,6 +348,11 @@ class Worker(LeasedWorker[Recipient]):
         return answer
 
     def _slack_send(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> bytes:
+        # Imported by the first Slack message: a deployment or tenant that notifies by e-mail alone never loads the
+        # egress guard or the pinned HTTP client (tests/unit/test_cold_imports.py).
+        from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
+        from interlude.rules.egress import EgressRefused, check_url
+
         cfg = self.settings
         headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT, **headers}
         try:
