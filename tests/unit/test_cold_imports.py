@@ -115,6 +115,10 @@ NOT_AT_IMPORT = {
         "interlude.faces",
         "interlude.adapters.delivery",  # the callback worker; the pinned HTTP client loads with the first Slack post
         "interlude.rules.egress",  # the egress guard: the first Slack post's too
+        # A message names its workflow from the stored definition, unvalidated: the definition's models and a form's
+        # modal load with the first form gate's message.
+        "interlude.domain.models.workflow",
+        "interlude.rules.slack_forms",
         "jsonschema",
         "standardwebhooks",
     ],
