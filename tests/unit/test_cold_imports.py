@@ -119,6 +119,7 @@ NOT_AT_IMPORT = {
         # modal load with the first form gate's message.
         "interlude.domain.models.workflow",
         "interlude.rules.slack_forms",
+        "interlude.rules.slack_requests",  # what Slack sends (a click, its signature): the API's, never notify's
         "jsonschema",
         "standardwebhooks",
     ],
