@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.facts import asked_of, recipients
 from interlude.domain.errors import DomainError, NotFound, Unauthenticated
 from interlude.domain.ids import TENANT_RE, tenant_of
-from interlude.rules.answer_schema import Asked, check, field_at, field_labels, headline
+from interlude.rules.answer_schema import Asked, check, field_at, field_labels
 from interlude.rules.auth import personal_subject
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.slack import (
@@ -36,6 +36,7 @@ from interlude.rules.slack import (
 )
 from interlude.rules.slack_forms import answer_of, form_modal, modal_form, said_view
 from interlude.rules.slack_requests import SignatureRefused, Submission, interaction_of, verify_signature
+from interlude.rules.wording import headline
 
 if TYPE_CHECKING:
     from interlude.app.ports import Decider, DefinitionSource, DirectoryRecords, RunLedger, SlackChannel

@@ -44,10 +44,10 @@ from interlude.domain.clock import epoch_of, iso_epoch
 from interlude.domain.ids import secret_name, workflow_display_name
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.rules.answer_schema import asked, field_labels, headline
 from interlude.rules.slack import button_value
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import KeyRing
+from interlude.rules.wording import headline
 from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
@@ -231,7 +231,9 @@ class Worker(LeasedWorker[Recipient]):
             if decision_buttons_fit(interrupt.payload):
                 decision_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
             elif interrupt.kind != "approval":
-                # A form's gate alone reads its definition's nodes and draws the modal: loaded by its first message.
+                # A form's gate alone reads its schema and definition's nodes, and draws the modal: loaded by its
+                # first message.
+                from interlude.rules.answer_schema import asked
                 from interlude.rules.slack_forms import modal_form
 
                 form = True
@@ -260,6 +262,7 @@ class Worker(LeasedWorker[Recipient]):
     def _field_labels(self, state: RunState, node_id: str) -> dict[str, str]:
         """The gate's own words for its form's fields (its `fieldLabels`), as the page and the modal use them."""
         from interlude.domain.models.workflow import WorkflowDefinition
+        from interlude.rules.answer_schema import field_labels
 
         raw = read_workflow(self.store, state.tenant, state.workflowId, state.workflowVersion)
         nodes = WorkflowDefinition.model_validate(raw).nodes if raw is not None else []
