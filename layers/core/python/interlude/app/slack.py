@@ -2,12 +2,12 @@
 tenant's interactivity URL, decided as the directory principal the Slack user is.
 
 The request is Slack's when its signature verifies with the tenant's signing secret (rules/slack_requests.py);
-otherwise it is refused (401) and nothing else is read. The clicker is the principal whose directory entry names
-their Slack user id; their vote is cast through app/decisions.py exactly as their personal link would cast it
-(eligibility, quorum, delegation, one vote per principal), on the `slack` surface. So a click Slack sends twice decides once: the second
-finds the vote cast or the gate decided. What Slack shows afterwards goes to the click's `response_url`: the message
-replaced in place with the outcome ("Approved by Ana"), or, for a click that decided nothing, a message in words
-that only the clicker sees. That post is best-effort: the decision stands whether or not Slack takes it.
+otherwise it is refused (401) and nothing else is read. The clicker is the principal whose directory entry names their
+Slack user id; their vote is cast through app/decisions.py exactly as their personal link would cast it (eligibility,
+quorum, delegation, one vote per principal), on the `slack` surface. So a click Slack sends twice decides once: the
+second finds the vote cast or the gate decided. What Slack shows afterwards goes to the click's `response_url`: the
+message replaced in place with the outcome ("Approved by Ana"), or, for a click that decided nothing, a message in
+words that only the clicker sees. That post is best-effort: the decision stands whether or not Slack takes it.
 """
 
 from __future__ import annotations

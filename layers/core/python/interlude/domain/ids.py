@@ -33,14 +33,6 @@ AUTHOR_ID_RE = whole(AUTHOR_ID)
 # Inline ModuleX definitions are stored under `modulex-inline-<content hash>` (faces/modulex/definition.content_id):
 # no author registers a workflow under it, so such a workflow id always names an inline (ad hoc) definition.
 INLINE_WORKFLOW_PREFIX = "modulex-inline-"
-
-
-def workflow_display_name(name: str | None, workflow_id: str) -> str | None:
-    """What a person calls a workflow: its definition's name, else its id (None for an unnamed inline ModuleX
-    definition, whose id is a content hash no one chose)."""
-    if name:
-        return name
-    return None if workflow_id.startswith(INLINE_WORKFLOW_PREFIX) else workflow_id
 # Where a definition the ModuleX face translated keeps what the face knows of it (faces/modulex/definition.py): under
 # "nodes", each engine node id's ModuleX id, type and name as the author wrote them.
 MODULEX_METADATA = "interlude.modulex"
@@ -49,6 +41,14 @@ MODULEX_INTERRUPT_KIND = "modulex.interrupt"
 SUBJECT_ID_RE = whole(SUBJECT_ID)
 _WIRE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _TILDE_RE = re.compile(r"~([0-9A-Fa-f]{2})")
+
+
+def workflow_display_name(name: str | None, workflow_id: str) -> str | None:
+    """What a person calls a workflow: its definition's name, else its id (None for an unnamed inline ModuleX
+    definition, whose id is a content hash no one chose)."""
+    if name:
+        return name
+    return None if workflow_id.startswith(INLINE_WORKFLOW_PREFIX) else workflow_id
 
 
 def mint_opaque() -> str:

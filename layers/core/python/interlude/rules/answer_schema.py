@@ -50,8 +50,6 @@ PRIMITIVE_TYPES = ("string", "number", "integer")
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 
 
-
-
 @dataclass(frozen=True)
 class Ask:
     """One question of a form: the control that asks it, the name it posts and the key of the value it answers."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# The decision buttons' action ids; the page button's (a link: Slack still reports its click) is acknowledged only.
 APPROVE_ACTION = "interlude-approve"
 REJECT_ACTION = "interlude-reject"
 OPEN_PAGE_ACTION = "open-approval-page"

@@ -39,7 +39,6 @@ from interlude.rules.slack import (
 SIGNATURE_VERSION = "v0"
 # Slack's own bound: a request signed further from now than this is refused.
 MAX_CLOCK_SKEW_S = 300
-# The decision buttons' action ids; the page button's (a link: Slack still reports its click) is acknowledged only.
 
 
 class SignatureRefused(Exception):
