@@ -128,6 +128,26 @@ def test_one_mail_per_recipient_however_often_the_message_comes(aws, tenant):
     assert "ow2." not in json.dumps(log)
 
 
+def test_the_mail_names_the_workflow_as_the_approval_page_does(aws, tenant):
+    """Its name where the definition has one, else its id: read from the stored definition (the worker does not
+    validate it for a name)."""
+    services = Services(Store(TABLE, ENTRIES_TABLE))
+    run_id, node, interrupt = open_gate(services)
+    admin = signed_in(services, "admin")
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann"]}}]
+    definition = WorkflowDefinition.model_validate({"name": "Release train", "nodes": nodes, "edges": []})
+    services.workflows.put_workflow(admin, "train", definition)
+    named = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "train"}))
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    worker = worker_for(services, aws)
+    for run, gate in ((run_id, interrupt), (named.runId, named.interrupts["review"].interruptId)):
+        assert worker.handle(delivered(aws, queue_message(tenant, run, node, gate, "ann", RAISED))) == "sent"
+    unnamed, with_name = (m.raw_data for m in sent_mail())
+    assert "(workflow ship)" in unnamed
+    assert "(workflow Release train)" in with_name
+    assert "(workflow train)" not in with_name
+
+
 def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws, slack, tenant):
     services = Services(Store(TABLE, ENTRIES_TABLE))
     run_id, node, interrupt = open_gate(services)

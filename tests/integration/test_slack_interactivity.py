@@ -36,7 +36,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.moments import spoken
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.rules.slack import signature
+from interlude.rules.slack_requests import signature
 from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key, signed_in
 from tests.integration.test_notify_worker import queued, worker_for

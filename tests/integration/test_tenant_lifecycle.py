@@ -27,7 +27,7 @@ from interlude.local.http_gateway import to_event
 from interlude.local.live_gateway import LiveGateway
 from interlude.local.schedules import SchedulePump
 from interlude.local.sqs_pump import QueuePump
-from interlude.rules.slack import signature
+from interlude.rules.slack_requests import signature
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.facade import Store
 from interlude.store.layout import followers_pk, live_connection_pk, run_pk

@@ -113,7 +113,15 @@ NOT_AT_IMPORT = {
         "interlude.app",
         "interlude.engine",
         "interlude.faces",
-        "interlude.adapters.delivery.worker",  # the callback worker
+        "interlude.adapters.delivery",  # the callback worker; the pinned HTTP client loads with the first Slack post
+        "interlude.rules.egress",  # the egress guard: the first Slack post's too
+        # A message names its workflow from the stored definition, unvalidated, and says its request's headline
+        # (rules/wording.py): the definition's models, the forms' schema reading and a form's modal load with the
+        # first form gate's message.
+        "interlude.domain.models.workflow",
+        "interlude.rules.answer_schema",
+        "interlude.rules.slack_forms",
+        "interlude.rules.slack_requests",  # what Slack sends (a click, its signature): the API's, never notify's
         "jsonschema",
         "standardwebhooks",
     ],

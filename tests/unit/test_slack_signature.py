@@ -9,7 +9,8 @@ from urllib.parse import urlencode
 import pytest
 
 from interlude.domain.errors import Invalid
-from interlude.rules.slack import SignatureRefused, button_value, click_of, signature, verify_signature
+from interlude.rules.slack import button_value
+from interlude.rules.slack_requests import SignatureRefused, click_of, signature, verify_signature
 
 # Slack's published example: the signing secret, timestamp, body and signature of one slash-command request.
 DOC_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

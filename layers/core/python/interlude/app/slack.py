@@ -1,13 +1,13 @@
 """Deciding in Slack (issue 28 item 6): a click on a message's Approve or Reject button, reported by Slack to the
 tenant's interactivity URL, decided as the directory principal the Slack user is.
 
-The request is Slack's when its signature verifies with the tenant's signing secret (rules/slack.py); otherwise it is
-refused (401) and nothing else is read. The clicker is the principal whose directory entry names their Slack user id;
-their vote is cast through app/decisions.py exactly as their personal link would cast it (eligibility, quorum,
-delegation, one vote per principal), on the `slack` surface. So a click Slack sends twice decides once: the second
-finds the vote cast or the gate decided. What Slack shows afterwards goes to the click's `response_url`: the message
-replaced in place with the outcome ("Approved by Ana"), or, for a click that decided nothing, a message in words
-that only the clicker sees. That post is best-effort: the decision stands whether or not Slack takes it.
+The request is Slack's when its signature verifies with the tenant's signing secret (rules/slack_requests.py);
+otherwise it is refused (401) and nothing else is read. The clicker is the principal whose directory entry names their
+Slack user id; their vote is cast through app/decisions.py exactly as their personal link would cast it (eligibility,
+quorum, delegation, one vote per principal), on the `slack` surface. So a click Slack sends twice decides once: the
+second finds the vote cast or the gate decided. What Slack shows afterwards goes to the click's `response_url`: the
+message replaced in place with the outcome ("Approved by Ana"), or, for a click that decided nothing, a message in
+words that only the clicker sees. That post is best-effort: the decision stands whether or not Slack takes it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.facts import asked_of, recipients
 from interlude.domain.errors import DomainError, NotFound, Unauthenticated
 from interlude.domain.ids import TENANT_RE, tenant_of
-from interlude.rules.answer_schema import Asked, check, field_at, field_labels, headline
+from interlude.rules.answer_schema import Asked, check, field_at, field_labels
 from interlude.rules.auth import personal_subject
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.slack import (
@@ -27,25 +27,23 @@ from interlude.rules.slack import (
     COMMENT_BLOCK,
     DECISION_BLOCK,
     FORM_ACTION,
-    SignatureRefused,
-    Submission,
     button_value,
     decision_modal,
     ephemeral,
     field_errors,
-    interaction_of,
     outcome_text,
     replaced_message,
-    verify_signature,
 )
 from interlude.rules.slack_forms import answer_of, form_modal, modal_form, said_view
+from interlude.rules.slack_requests import SignatureRefused, Submission, interaction_of, verify_signature
+from interlude.rules.wording import headline
 
 if TYPE_CHECKING:
     from interlude.app.ports import Decider, DefinitionSource, DirectoryRecords, RunLedger, SlackChannel
     from interlude.domain.clock import Clock
     from interlude.domain.models.run import OpenInterrupt, RunState
     from interlude.rules.limits import Admission
-    from interlude.rules.slack import Click
+    from interlude.rules.slack_requests import Click
 
 SIGNATURE_INVALID = "interlude.slack_signature_invalid"
 

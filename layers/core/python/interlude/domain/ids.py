@@ -43,6 +43,14 @@ _WIRE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _TILDE_RE = re.compile(r"~([0-9A-Fa-f]{2})")
 
 
+def workflow_display_name(name: str | None, workflow_id: str) -> str | None:
+    """What a person calls a workflow: its definition's name, else its id (None for an unnamed inline ModuleX
+    definition, whose id is a content hash no one chose)."""
+    if name:
+        return name
+    return None if workflow_id.startswith(INLINE_WORKFLOW_PREFIX) else workflow_id
+
+
 def mint_opaque() -> str:
     # 144 random bits, base64url without '~' (a minted tenant-bound id never contains '~').
     return secrets.token_urlsafe(18)

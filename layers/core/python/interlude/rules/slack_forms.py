@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from interlude.rules.answer_schema import MISSING, Ask, Asked, as_written, asked, read, read_object, relabelled
+from interlude.rules.answer_schema import MISSING, Ask, Asked, asked, read, read_object, relabelled
 from interlude.rules.slack import FORM_CALLBACK, escaped, modal, titled
+from interlude.rules.wording import as_written
 
 # Every input's action_id (its block_id names the question).
 VALUE_ACTION = "value"

@@ -17,12 +17,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
-from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
 from interlude.adapters.leased_work import Attempted, LeasedWorker, Work
 from interlude.adapters.notify.messages import (
     CLOSED,
@@ -42,21 +41,21 @@ from interlude.adapters.secret_values import secret_value_if_set
 from interlude.app.caught import caught
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import epoch_of, iso_epoch
-from interlude.domain.ids import secret_name
+from interlude.domain.ids import secret_name, workflow_display_name
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.rules.answer_schema import asked, field_labels, headline
-from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.slack import button_value
-from interlude.rules.slack_forms import modal_form
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import KeyRing
+from interlude.rules.wording import headline
 from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
 from interlude.store.runs import RunStore
 from interlude.store.workflow_reads import read_workflow
+
+if TYPE_CHECKING:
+    from interlude.rules.egress import Resolver
 
 logger = Logger(service="interlude-notify", child=True)
 USER_AGENT = "interlude-notify/1"
@@ -232,6 +231,11 @@ class Worker(LeasedWorker[Recipient]):
             if decision_buttons_fit(interrupt.payload):
                 decision_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
             elif interrupt.kind != "approval":
+                # A form's gate alone reads its schema and definition's nodes, and draws the modal: loaded by its
+                # first message.
+                from interlude.rules.answer_schema import asked
+                from interlude.rules.slack_forms import modal_form
+
                 form = True
                 spec = modal_form(interrupt.payload, self._field_labels(state, interrupt.nodeId))
                 questions = tuple(a.label for a in (spec or asked(interrupt.payload)).asks if a.kind != "fixed")
@@ -257,16 +261,21 @@ class Worker(LeasedWorker[Recipient]):
 
     def _field_labels(self, state: RunState, node_id: str) -> dict[str, str]:
         """The gate's own words for its form's fields (its `fieldLabels`), as the page and the modal use them."""
+        from interlude.domain.models.workflow import WorkflowDefinition
+        from interlude.rules.answer_schema import field_labels
+
         raw = read_workflow(self.store, state.tenant, state.workflowId, state.workflowVersion)
         nodes = WorkflowDefinition.model_validate(raw).nodes if raw is not None else []
         return field_labels(next((n.config for n in nodes if n.id == node_id), {}))
 
     def _workflow_name(self, state: RunState) -> str | None:
-        """What a person calls the run's workflow, as the approval page names it."""
+        """What a person calls the run's workflow, as the approval page names it: read from the stored definition
+        without validating it (its name is all a message says of it; the definition was validated when registered)."""
         raw = read_workflow(self.store, state.tenant, state.workflowId, state.workflowVersion)
         if raw is None:
             return state.workflowId
-        return WorkflowDefinition.model_validate(raw).display_name(state.workflowId)
+        name = raw.get("name")
+        return workflow_display_name(name if isinstance(name, str) else None, state.workflowId)
 
     def _asked_by(self, state: RunState) -> str | None:
         """Who started the run, as the approval page names them: their display name, else their subject id."""
@@ -347,6 +356,11 @@ class Worker(LeasedWorker[Recipient]):
         return answer
 
     def _slack_send(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> bytes:
+        # Imported by the first Slack message: a deployment or tenant that notifies by e-mail alone never loads the
+        # egress guard or the pinned HTTP client (tests/unit/test_cold_imports.py).
+        from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
+        from interlude.rules.egress import EgressRefused, check_url
+
         cfg = self.settings
         headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT, **headers}
         try:

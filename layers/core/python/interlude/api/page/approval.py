@@ -18,7 +18,7 @@ from interlude.api.page.graph import Drawing, GraphNode, describe, drawing
 from interlude.api.page.text import Cell, cell_of, unfilled_in_words
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.domain.moments import spoken
-from interlude.rules.answer_schema import headline
+from interlude.rules.wording import headline
 
 DECIDED_WORDS = {
     "accept": "You approved this request.",

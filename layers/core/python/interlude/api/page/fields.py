@@ -25,7 +25,8 @@ from typing import Any
 from interlude.api import strict_json
 from interlude.domain import written_numbers
 from interlude.rules import answer_schema
-from interlude.rules.answer_schema import MISSING, Ask, as_written, first_posted, fixed_value
+from interlude.rules.answer_schema import MISSING, Ask, first_posted, fixed_value
+from interlude.rules.wording import as_written
 
 # -- the model the templates draw ------------------------------------------------------------------------------
 

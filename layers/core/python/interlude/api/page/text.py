@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interlude.rules.answer_schema import Written, as_written
+from interlude.rules.wording import Written, as_written
 
 # A reference a template could not fill stays `{{path}}` in the payload; a page never shows it raw.
 UNFILLED_RE = re.compile(r"\{\{\s*([^{}]{1,200}?)\s*\}\}")

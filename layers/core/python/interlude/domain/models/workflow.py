@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from interlude.domain.ids import AUTHOR_ID, INLINE_WORKFLOW_PREFIX, MODULEX_METADATA
+from interlude.domain.ids import AUTHOR_ID, MODULEX_METADATA, workflow_display_name
 from interlude.domain.models import FrozenStored, new_list
 
 TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
@@ -176,11 +176,7 @@ class WorkflowDefinition(FrozenStored):
         return node.name if node is not None and node.name else self.author_id(node_id)
 
     def display_name(self, workflow_id: str) -> str | None:
-        """What a person calls the workflow: its name, else its id (None for an unnamed inline ModuleX definition,
-        whose id is a content hash no one chose)."""
-        if self.name:
-            return self.name
-        return None if workflow_id.startswith(INLINE_WORKFLOW_PREFIX) else workflow_id
+        return workflow_display_name(self.name, workflow_id)
 
     def incoming(self, node_id: str) -> list[Edge]:
         return [e for e in self.edges if e.targetNodeId == node_id]
