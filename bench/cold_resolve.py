@@ -10,12 +10,24 @@ child's CPU is the function's own, its HTTP client's included, as it would be ag
 of the child (`time.process_time()`, user + system, from the process's start), split into the interpreter's start,
 the handler's import and the first request; medians over the rounds, with the load average.
 
+The child reaches DynamoDB over HTTPS, as a deployed instance does, so its first request pays what TLS costs its
+client: urllib3 loads the CA bundle into the SSL context for each new connection, then the handshake (key exchange,
+the chain's signatures). A TLS-terminating forwarder in this process (bench/_tls.py; its CPU is not the child's)
+listens on 127.0.0.1 for `https://localhost:PORT` in front of moto's server, with a chain of AWS's shape made at run
+time into the temporary directory (root, intermediate, server; RSA 2048). The child's AWS_CA_BUNDLE is the bundle its
+botocore loads by default (`botocore.httpsession.get_cert_path(True)`, run on the child's interpreter) with that root
+appended: production's size. The header line says what was negotiated, the bundle's size and the handshakes the
+forwarder made (one per resolve: every round opens one connection). With --plain-http the child talks plain HTTP to
+moto, as the bench did before ADR 0164's "Later: the cold resolve over TLS": for comparison.
+
 The child finds the SDK data the layer ships (interlude.adapters.sdk_data, written into a directory named by
 INTERLUDE_SDK_DATA; the layer has it beside botocore); with --botocore-data it reads botocore's own, as before the layer shipped it.
 
 With --snapstart, each round also plays a SnapStart restore: a stand-in for the runtime's `snapshot_restore_py`
 records the hooks the handler registers; the import and the before-snapshot hooks (priming) run, untimed, as at
-publication; then the after-restore hooks and the first request are timed: what a restored instance pays.
+publication; then the after-restore hooks and the first request are timed: what a restored instance pays. The
+after-restore hooks drop the SDK clients and their pooled connections, so that first request opens a new TLS
+connection too.
 With --python PATH, the child (the API instance) runs on that interpreter: `make bench` passes the functions' runtime
 Python (.venv-runtime, made by `make runtime-python`), since a function's cold start is its runtime's, and the
 development Python is a stand-in that costs about a fifth more here (ADR 0130). DynamoDB (moto) stays in this process.
@@ -24,14 +36,17 @@ With --instructions, the same cold resolve (one more round, no SnapStart) is als
 instructions executed from the process's start to the answer, split at the same marks (each mark a run stopped there),
 with PYTHONHASHSEED fixed. The timed medians move with what else the machine runs (the same instructions measured 245
 ms at load 0.8 and 333 ms at load 1.3, ADR 0145); the count does not, so it is the figure to compare two trees by.
-It needs valgrind on the PATH and adds about a minute. --profile DIR (implies --instructions) keeps callgrind's
-profiles there (callgrind.start, callgrind.import, callgrind.answer) for callgrind_annotate.
+With --snapstart, a restored instance's first request is counted too (a run stopped after priming, one at the
+answer). It needs valgrind on the PATH and adds about a minute. --profile DIR (implies --instructions) keeps
+callgrind's profiles there (callgrind.start, callgrind.import, callgrind.answer; callgrind.restored-primed,
+callgrind.restored-answer) for callgrind_annotate.
 Usage: .venv/bin/python bench/cold_resolve.py [rounds] [--snapstart] [--botocore-data] [--python PATH]
-       [--instructions] [--profile DIR]
+       [--instructions] [--profile DIR] [--plain-http]
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -40,12 +55,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from _tls import TlsForwarder
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core" / "python"))
 GOAL_COLD_MS = 250
 GOAL_RESTORED_MS = 60
+RESTORED = {"BENCH_SNAPSTART": "1"}  # the child plays a SnapStart restore
 
 PROBE = r"""
 import json, os, sys, time, types, uuid
@@ -68,6 +88,8 @@ if os.environ.get("BENCH_EXIT_AT") == "import":
 for hook, a, k in snapshot_hooks:
     hook(*a, **k)
 primed = time.process_time()
+if os.environ.get("BENCH_EXIT_AT") == "primed":
+    os._exit(0)
 for hook, a, k in restore_hooks:
     hook(*a, **k)
 run_id, bearer = sys.argv[2], sys.argv[3]
@@ -91,7 +113,7 @@ os._exit(0)  # the answer is the end of what is measured: the interpreter's tear
 
 
 def child_env(endpoint: str, cache: str, sdk_data: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AWS_PROFILE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AWS_PROFILE", "AWS_CA_BUNDLE")}
     env.update(
         AWS_ENDPOINT_URL=endpoint,
         AWS_ACCESS_KEY_ID="bench",
@@ -159,6 +181,7 @@ def main() -> None:
     snapstart = "--snapstart" in sys.argv
     count = "--instructions" in sys.argv or "--profile" in sys.argv
     profile_dir = option_value("--profile")
+    plain = "--plain-http" in sys.argv
     if count and shutil.which("valgrind") is None:
         sys.exit("--instructions needs valgrind on the PATH")
     sys.path.insert(0, str(ROOT))
@@ -171,28 +194,35 @@ def main() -> None:
     )
     counted: dict[str, int] = {}
     try:
-        variants = [("cold", {})] + ([("restored", {"BENCH_SNAPSTART": "1"})] if snapstart else [])
-        runs, bearer = waiting_runs(1 + rounds * len(variants) + (1 if count else 0))
+        variants = [("cold", {})] + ([("restored", RESTORED)] if snapstart else [])
+        # The untimed first round's, the timed rounds', then one for each variant counted under callgrind.
+        answered = 1 + rounds * len(variants) + (len(variants) if count else 0)
+        runs, bearer = waiting_runs(answered)
         found: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
-        with tempfile.TemporaryDirectory(prefix="cold-resolve-pyc-") as cache:
+        with tempfile.TemporaryDirectory(prefix="cold-resolve-pyc-") as cache, contextlib.ExitStack() as stack:
             env = child_env(server.endpoint, cache, sdk_data="--botocore-data" not in sys.argv)
+            if not plain:
+                forwarder = stack.enter_context(over_tls(env, server.endpoint, Path(cache)))
             probe(runs.pop(), bearer, env)  # compiles into the private cache, untimed
             for _ in range(rounds):
                 for name, extra in variants:
                     found[name].append(probe(runs.pop(), bearer, {**env, **extra}))
             load = ", ".join(f"{x:.1f}" for x in os.getloadavg())  # the timed rounds' (callgrind's own runs follow)
             if count:
-                # The same cold resolve, stopped at each mark: only the last one resolves its run.
-                for mark in ("start", "import", "answer"):
-                    out = str(Path(profile_dir) / f"callgrind.{mark}") if profile_dir else os.devnull
-                    counted[mark] = instructions(runs[-1], bearer, env, mark, out)
+                counted = count_marks(runs, bearer, env, snapstart, profile_dir)
+            if not plain:
+                bundle = Path(env["AWS_CA_BUNDLE"]).stat().st_size
+                reached = (
+                    f"DynamoDB over TLS on loopback ({', '.join(sorted(forwarder.negotiated))}; CA bundle {bundle / 1024:.0f} KB; "
+                    f"{forwarder.handshakes} handshakes for {answered} resolves)"
+                )
     finally:
         server.stop()
     data = "botocore's own SDK data" if "--botocore-data" in sys.argv else "the layer's SDK data"
     version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True)
     print(
         f"rounds={rounds}, CPU ms (user + system) of a new API instance on Python {version.stdout.strip()} reading {data},"
-        f" medians; load average {load}"
+        f" {'DynamoDB over plain HTTP' if plain else reached}, medians; load average {load}"
     )
     cold = found["cold"]
     median = {k: statistics.median(r[k] * 1000 for r in cold) for k in ("start", "import", "request", "total")}
@@ -212,11 +242,42 @@ def main() -> None:
         restored = found["restored"]
         request = statistics.median(r["request"] * 1000 for r in restored)
         prime = statistics.median(r["prime"] * 1000 for r in restored)
+        if counted:
+            restored_count = (counted["restored answer"] - counted["restored primed"]) / 1e6
         print(
             f"  restored from a SnapStart snapshot: the first request {request:.0f} ms after restore (its after-restore "
-            f"hooks included; before-snapshot priming {prime:.0f} ms, paid at publication); goal ≤ {GOAL_RESTORED_MS} ms: "
-            f"{'met' if request <= GOAL_RESTORED_MS else 'NOT MET'}"
+            f"hooks included; before-snapshot priming {prime:.0f} ms, paid at publication)"
+            + (f", {restored_count:,.0f} M instructions (callgrind, one round)" if counted else "")
+            + f"; goal ≤ {GOAL_RESTORED_MS} ms: {'met' if request <= GOAL_RESTORED_MS else 'NOT MET'}"
         )
+
+
+@contextlib.contextmanager
+def over_tls(env: dict[str, str], upstream: str, directory: Path) -> Iterator[TlsForwarder]:
+    """The child's endpoint made HTTPS, as a deployed instance's: a forwarder in this process in front of `upstream`,
+    its root appended to the CA bundle the child's botocore would load by default (`AWS_CA_BUNDLE`)."""
+    found = subprocess.run(
+        [child_python(), "-c", "from botocore.httpsession import get_cert_path; print(get_cert_path(True))"],
+        capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), check=True,
+    )
+    address = urlsplit(upstream)
+    with TlsForwarder((str(address.hostname), int(address.port or 80)), directory) as forwarder:
+        env.update(AWS_ENDPOINT_URL=forwarder.endpoint, AWS_CA_BUNDLE=str(forwarder.ca_bundle(Path(found.stdout.strip()))))
+        yield forwarder
+
+
+def count_marks(runs: list[str], bearer: str, env: dict[str, str], snapstart: bool, profile_dir: str | None) -> dict[str, int]:
+    """The cold resolve counted under callgrind, stopped at each mark (only the last run resolves its run); with
+    `snapstart`, a restored one too, stopped after priming and at its answer."""
+    marks = [(mark, mark, {}) for mark in ("start", "import", "answer")]
+    if snapstart:
+        marks += [(f"restored {mark}", mark, RESTORED) for mark in ("primed", "answer")]
+    counted = {}
+    for name, mark, extra in marks:
+        out = str(Path(profile_dir) / f"callgrind.{name.replace(' ', '-')}") if profile_dir else os.devnull
+        run_id = runs.pop() if mark == "answer" else runs[-1]
+        counted[name] = instructions(run_id, bearer, {**env, **extra}, mark, out)
+    return counted
 
 
 def probe_command(run_id: str, bearer: str) -> list[str]:
@@ -232,8 +293,9 @@ def probe(run_id: str, bearer: str, env: dict[str, str]) -> dict[str, float]:
 
 
 def instructions(run_id: str, bearer: str, env: dict[str, str], exit_at: str = "answer", out: str = os.devnull) -> int:
-    """Instructions the child executes from its process start to `exit_at` ("import": the handler imported; "answer":
-    the resolve answered), counted under callgrind; `out`: where callgrind writes its profile."""
+    """Instructions the child executes from its process start to `exit_at` ("import": the handler imported; "primed":
+    its before-snapshot hooks run; "answer": the resolve answered), counted under callgrind; `out`: where callgrind
+    writes its profile."""
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *probe_command(run_id, bearer)]
     env = {**env, "PYTHONHASHSEED": "0", "BENCH_EXIT_AT": exit_at}
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
