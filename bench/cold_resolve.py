@@ -193,6 +193,7 @@ def main() -> None:
         AWS_DEFAULT_REGION="us-east-1", AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled", TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries",
     )
     counted: dict[str, int] = {}
+    reached = "DynamoDB over plain HTTP"
     try:
         variants = [("cold", {})] + ([("restored", RESTORED)] if snapstart else [])
         # The untimed first round's, the timed rounds', then one for each variant counted under callgrind.
@@ -222,7 +223,7 @@ def main() -> None:
     version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True)
     print(
         f"rounds={rounds}, CPU ms (user + system) of a new API instance on Python {version.stdout.strip()} reading {data},"
-        f" {'DynamoDB over plain HTTP' if plain else reached}, medians; load average {load}"
+        f" {reached}, medians; load average {load}"
     )
     cold = found["cold"]
     median = {k: statistics.median(r[k] * 1000 for r in cold) for k in ("start", "import", "request", "total")}
@@ -242,8 +243,7 @@ def main() -> None:
         restored = found["restored"]
         request = statistics.median(r["request"] * 1000 for r in restored)
         prime = statistics.median(r["prime"] * 1000 for r in restored)
-        if counted:
-            restored_count = (counted["restored answer"] - counted["restored primed"]) / 1e6
+        restored_count = (counted["restored answer"] - counted["restored primed"]) / 1e6 if counted else 0
         print(
             f"  restored from a SnapStart snapshot: the first request {request:.0f} ms after restore (its after-restore "
             f"hooks included; before-snapshot priming {prime:.0f} ms, paid at publication)"
