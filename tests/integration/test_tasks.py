@@ -8,8 +8,10 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from interlude import wiring
+from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -383,6 +385,32 @@ def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(services, adm
     stream.settle()
     beat = call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat")
     assert (beat.status, beat.code) == (409, "interlude.task_not_claimed")
+
+
+def test_a_claim_whose_check_scheduler_throttles_is_a_retryable_503_and_hands_the_task_out_after(
+    services, admin, worker_key
+):
+    # Given a ready task and a Scheduler that throttles the claim's check once the SDK's retries are spent (moto never
+    # throttles: the answer replaces the request, so nothing is scheduled)
+    run_id = started(services, admin, task_workflow())
+    Stream(TABLE).settle()
+    scheduler = scheduler_.from_env()
+    assert scheduler is not None
+
+    def throttled(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        answer = {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}
+        return AWSResponse("https://scheduler.us-east-1.amazonaws.com/", 400, {}, None), answer
+
+    scheduler.client.meta.events.register("before-call.scheduler.CreateSchedule", throttled)
+    # When a worker claims
+    busy = claim(worker_key, "summarise")
+    # Then it hears the registered retryable code and when to come back, not an error of this host (a 500); the check
+    # is scheduled before the claim, so nothing was claimed
+    assert (busy.status, busy.code) == (503, "runner_unavailable")
+    # And once Scheduler has room the same task is handed out
+    scheduler.client.meta.events.unregister("before-call.scheduler.CreateSchedule", throttled)
+    got = claim(worker_key, "summarise")
+    assert (got.status, got.body["runId"]) == (200, run_id)
 
 
 def test_refusals_name_their_codes(services, admin, worker_key, world, tenant):

@@ -28,6 +28,7 @@ import botocore
 import botocore.loaders
 import botocore.session
 from botocore.credentials import CredentialResolver, EnvProvider
+from botocore.exceptions import ClientError
 from botocore.hooks import BaseEventHooks, EventAliaser, HierarchicalEmitter
 
 from interlude.config.runtime import runtime_settings
@@ -36,6 +37,22 @@ from interlude.config.runtime import runtime_settings
 SECRET_VALUES = "interlude.adapters.secret_values"
 # The directory of the layer's SDK data, beside botocore in the layer (/opt/python); absent from a development venv.
 PACKAGED_MODELS = "interlude_sdk_data"
+# The error codes AWS services answer a request they throttled with (DynamoDB's, SQS's, Scheduler's, Secrets Manager's,
+# S3's): the throttles botocore's standard retry mode retries, less those some services also use for a quota no retry
+# lifts (Secrets Manager's LimitExceededException: too many secrets).
+THROTTLED_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "SlowDown",
+    }
+)
 
 # Made at the first use, kept for the process (a module global, not a cache: interlude.local.lambda_runtime's
 # fresh_instances clears caches, and a new session would parse the models again).
@@ -120,6 +137,11 @@ def held() -> botocore.session.Session | None:
 
 def client(service: str, **options: Any) -> Any:
     return session().create_client(service, **options)
+
+
+def throttled(exc: BaseException) -> bool:
+    """Whether `exc` is an AWS service's throttle that the SDK's retries did not absorb."""
+    return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in THROTTLED_CODES
 
 
 def packaged_models() -> Path | None:

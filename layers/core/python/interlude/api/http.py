@@ -16,7 +16,7 @@ from pydantic import BaseModel
 # builds both at the first request; their modules load with the API's import, where every request needs them.
 import interlude.app.keys  # noqa: F401
 import interlude.app.limits  # noqa: F401
-from interlude import wiring
+from interlude import sdk_clients, wiring
 from interlude.api import strict_json
 from interlude.api.errors import reply
 from interlude.app.caught import caught
@@ -31,6 +31,7 @@ from interlude.domain.errors import (
     NotFound,
     RateLimited,
     TooLarge,
+    Unavailable,
     UnsupportedMedia,
 )
 from interlude.domain.ids import AUTHOR_ID_RE, to_wire
@@ -129,6 +130,12 @@ def _refused(exc: DomainError) -> Response:
 
 @app.exception_handler(Exception)
 def _unexpected(exc: Exception) -> Response:
+    if sdk_clients.throttled(exc):
+        # Another service the request called (SQS, Scheduler, Secrets Manager, S3) still throttled it once the SDK's
+        # retries were spent: that call did nothing, and the caller comes back. DynamoDB's throttles are refused as
+        # Unavailable by the store itself (store/table.refuse_throttled).
+        logger.warning("an AWS service throttled the request; answered 503", extra={"error": str(exc)})
+        return error_response(Unavailable("a service this deployment calls is busy (throttled); retry", retry_after_s=1))
     caught(logger, "unhandled-request", "unhandled error")
     request_id = app.current_event.request_context.request_id or "unknown"
     return error_response(Internal("internal error", {"correlationId": request_id}))

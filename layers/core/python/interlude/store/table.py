@@ -44,10 +44,9 @@ class Table:
         return self.entries_table if where == SECOND else self.table
 
 
-# What DynamoDB answers when it refuses a request for want of capacity: a provisioned table's (or index's) units, an
-# on-demand table's sudden peak or hot partition, the account's request rate. A transaction names its throttled items
-# in its cancellation reasons.
-THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
+# DynamoDB refuses a request for want of capacity (a provisioned table's or index's units, an on-demand table's sudden
+# peak or hot partition, the account's request rate) with one of sdk_clients.THROTTLED_CODES; a transaction names its
+# throttled items in its cancellation reasons.
 THROTTLED_IN_TRANSACTION = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 THROTTLED_HANDLER_ID = "interlude-refuse-throttled"
 
@@ -66,7 +65,9 @@ def _refused_if_throttled(http_response: Any, parsed: dict[str, Any], **_: Any) 
         return
     code = parsed.get("Error", {}).get("Code")
     reasons = {reason.get("Code") for reason in parsed.get("CancellationReasons") or ()}
-    if code in THROTTLED or (code == "TransactionCanceledException" and reasons & THROTTLED_IN_TRANSACTION):
+    if code in sdk_clients.THROTTLED_CODES or (
+        code == "TransactionCanceledException" and reasons & THROTTLED_IN_TRANSACTION
+    ):
         raise throttled()
 
 
