@@ -21,6 +21,7 @@ DynamoDB's whole model and every service's endpoints.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ SECRET_VALUES = "interlude.adapters.secret_values"
 PACKAGED_MODELS = "interlude_sdk_data"
 # The error codes AWS services answer a request they throttled with (DynamoDB's, SQS's, Scheduler's, Secrets Manager's,
 # S3's): the throttles botocore's standard retry mode retries, less those some services also use for a quota no retry
-# lifts (Secrets Manager's LimitExceededException: too many secrets).
+# lifts (Secrets Manager's LimitExceededException: too many secrets). A DynamoDB transaction names its throttled items
+# in its cancellation reasons instead.
 THROTTLED_CODES = frozenset(
     {
         "Throttling",
@@ -53,6 +55,7 @@ THROTTLED_CODES = frozenset(
         "SlowDown",
     }
 )
+THROTTLED_IN_TRANSACTION = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 
 # Made at the first use, kept for the process (a module global, not a cache: interlude.local.lambda_runtime's
 # fresh_instances clears caches, and a new session would parse the models again).
@@ -141,7 +144,15 @@ def client(service: str, **options: Any) -> Any:
 
 def throttled(exc: BaseException) -> bool:
     """Whether `exc` is an AWS service's throttle that the SDK's retries did not absorb."""
-    return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in THROTTLED_CODES
+    return isinstance(exc, ClientError) and throttled_answer(exc.response)
+
+
+def throttled_answer(parsed: Mapping[str, Any]) -> bool:
+    """Whether an error answer, as botocore parses it (a ClientError's `response`), is a throttle."""
+    code = parsed.get("Error", {}).get("Code")
+    if code == "TransactionCanceledException":
+        return not THROTTLED_IN_TRANSACTION.isdisjoint(r.get("Code") for r in parsed.get("CancellationReasons") or ())
+    return code in THROTTLED_CODES
 
 
 def packaged_models() -> Path | None:

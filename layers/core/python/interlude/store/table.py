@@ -44,10 +44,6 @@ class Table:
         return self.entries_table if where == SECOND else self.table
 
 
-# DynamoDB refuses a request for want of capacity (a provisioned table's or index's units, an on-demand table's sudden
-# peak or hot partition, the account's request rate) with one of sdk_clients.THROTTLED_CODES; a transaction names its
-# throttled items in its cancellation reasons.
-THROTTLED_IN_TRANSACTION = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 THROTTLED_HANDLER_ID = "interlude-refuse-throttled"
 
 
@@ -61,13 +57,9 @@ def refuse_throttled(client: Any) -> None:
 
 
 def _refused_if_throttled(http_response: Any, parsed: dict[str, Any], **_: Any) -> None:
-    if http_response.status_code < 300:
-        return
-    code = parsed.get("Error", {}).get("Code")
-    reasons = {reason.get("Code") for reason in parsed.get("CancellationReasons") or ()}
-    if code in sdk_clients.THROTTLED_CODES or (
-        code == "TransactionCanceledException" and reasons & THROTTLED_IN_TRANSACTION
-    ):
+    # DynamoDB refuses for want of capacity: a provisioned table's or index's units, an on-demand table's sudden peak
+    # or hot partition, the account's request rate (sdk_clients.throttled_answer).
+    if http_response.status_code >= 300 and sdk_clients.throttled_answer(parsed):
         raise throttled()
 
 
@@ -75,6 +67,9 @@ def throttled() -> Unavailable:
     return Unavailable("the deployment's tables are busy (DynamoDB throttled the request); retry", retry_after_s=1)
 
 
+# BatchGetItem reads at most this many keys per call, BatchWriteItem writes this many requests.
+BATCH_GET_MAX = 100
+BATCH_WRITE_MAX = 25
 # A batch call DynamoDB answers with unprocessed keys or items (what it throttled) is sent again for them, this many
 # times at most, after 10 ms doubling (≈ 1.3 s in all); then the request is refused as throttled.
 UNPROCESSED_ATTEMPTS = 8
@@ -115,8 +110,6 @@ def conditionally(write: Callable[..., dict[str, Any]], /, **request: Any) -> di
         return None
 
 
-# BatchGetItem reads at most this many keys per call.
-BATCH_GET_MAX = 100
 
 
 def batch_get(client: Any, table: str, keys: list[dict[str, Any]], **read: Any) -> Iterator[dict[str, Any]]:
