@@ -35,15 +35,12 @@ from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import gate_closes, layout, sharded
 from interlude.store.layout import FIRST, INTERRUPT_SK_PREFIX, RUN_SK, SECOND, interrupt_sk, run_pk
-from interlude.store.table import batch_get_answers, batch_write_all
+from interlude.store.table import BATCH_GET_MAX, BATCH_WRITE_MAX, batch_get_answers, batch_write_all
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
 
 INDEX = wiring.INBOX
-# BatchWriteItem takes at most 25 requests per call, BatchGetItem 100 keys.
-BATCH_WRITE_MAX = 25
-BATCH_GET_MAX = 100
 # An entry whose interrupt item does not exist is swept only once it is older than any request that could still
 # be committing it (the longest function timeout, with margin).
 ORPHAN_GRACE_S = 300

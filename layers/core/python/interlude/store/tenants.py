@@ -44,15 +44,13 @@ from interlude.store.layout import (
     LIVE_CONNECTION_SK,
     tenant_of_pk,
 )
-from interlude.store.table import Table, batch_get, batch_write_all
+from interlude.store.table import BATCH_WRITE_MAX, Table, batch_get, batch_write_all
 
 REGISTRY_PK = "TENANTS"
 ACTIVE, SUSPENDED, DELETING, DELETED = "active", "suspended", "deleting", "deleted"
 STATUSES = (ACTIVE, SUSPENDED, DELETING, DELETED)
 USAGE_PARTS = 16
 MEASURES = ("lifecycles", "decisions", "notifications", "storageBytes")
-# BatchWriteItem takes at most 25 requests.
-BATCH_WRITE_MAX = 25
 
 
 def record_key(tenant: str) -> a.Item:
