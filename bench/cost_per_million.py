@@ -634,6 +634,11 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     return result
 
 
+def on_demand_usd(bill: Bill) -> float:
+    """$/M of `bill`'s DynamoDB reads and writes on demand, as its lines price them."""
+    return sum(line.usd for line in bill.infra if line.unit in ("WRU", "RRU")) * MILLION
+
+
 def provisioned_usd(bill: Bill, utilization: float) -> float:
     """$/M of `bill`'s DynamoDB reads and writes on tables provisioned with auto scaling, using `utilization` of the
     units held: a unit-hour holds 3,600 units, of which the lifecycle's read and write units take their share (the
@@ -644,8 +649,7 @@ def provisioned_usd(bill: Bill, utilization: float) -> float:
 
 def with_provisioned_tables(bill: Bill, utilization: float) -> float:
     """`bill`'s infrastructure $/M with its DynamoDB reads and writes priced as provisioned capacity instead."""
-    on_demand = sum(line.usd for line in bill.infra if line.unit in ("WRU", "RRU")) * MILLION
-    return bill.infra_per_million - on_demand + provisioned_usd(bill, utilization)
+    return bill.infra_per_million - on_demand_usd(bill) + provisioned_usd(bill, utilization)
 
 
 def by_function(parts: list[Share]) -> str:
@@ -938,7 +942,7 @@ def print_report(measured: dict[str, Any]) -> None:
             f"  with the tables provisioned (table_capacity), auto scaling at its target: "
             f"${with_provisioned_tables(busy, TARGET_UTILIZATION):.2f} busy (DynamoDB reads and writes "
             f"${provisioned_usd(busy, TARGET_UTILIZATION):.2f} instead of "
-            f"${sum(x.usd for x in busy.infra if x.unit in ('WRU', 'RRU')) * MILLION:.2f}); "
+            f"${on_demand_usd(busy):.2f}); "
             f"${with_provisioned_tables(busy, LOW_UTILIZATION):.2f} at {LOW_UTILIZATION:.0%} of the units held"
         )
         for peer, lines in peers(measured, name).items():

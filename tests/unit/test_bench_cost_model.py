@@ -207,3 +207,20 @@ def test_a_secret_read_through_an_instances_cache_is_fetched_once_per_its_cache_
     # Read once a minute or less, every read is a fetch.
     assert cost.secret_fetches({**found, "paces": {**PACES, "quiet": 0.001}}, quiet, "quiet") == 1.0
     assert "api one cached 60 s" in cost.secrets_read(quiet)
+
+
+def test_a_provisioned_unit_used_every_second_costs_29_percent_of_the_same_unit_on_demand() -> None:
+    # ADR 0168's break-even: below about 29 % of what it holds, a provisioned table costs more than on demand.
+    bill = cost.Bill("a", "busy")
+    bill.infra = [
+        cost.Line("DynamoDB writes", 20.0, "WRU", 20.0 * cost.price("dynamodb_wru")),
+        cost.Line("DynamoDB reads", 10.0, "RRU", 10.0 * cost.price("dynamodb_rru")),
+        cost.Line("HTTP API requests", 2.0, "requests", 2.0 * cost.price("http_api_request")),
+    ]
+    used_every_second = cost.provisioned_usd(bill, 1.0) / cost.on_demand_usd(bill)
+    assert used_every_second == pytest.approx(0.289, abs=0.001)
+    # What is held and not used is paid for: at 70 % of it, each unit costs 1 / 0.7 of what it does used whole.
+    assert cost.provisioned_usd(bill, 0.7) == pytest.approx(cost.provisioned_usd(bill, 1.0) / 0.7)
+    # The lines that are not DynamoDB's are priced as they were.
+    requests = bill.infra[2].usd * cost.MILLION
+    assert cost.with_provisioned_tables(bill, 1.0) == pytest.approx(requests + cost.provisioned_usd(bill, 1.0))
