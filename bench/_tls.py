@@ -10,65 +10,22 @@ written into the directory given (a temporary one) and never leave it.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import select
 import socket
 import socketserver
 import ssl
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root: tests.support
+from tests.support.certificates import Issuer  # noqa: E402
 
 # The name the client connects to: it resolves to 127.0.0.1 from /etc/hosts; the server's certificate names it.
 HOST = "localhost"
 LOOPBACK = "127.0.0.1"
 _CHUNK = 64 * 1024
-
-
-class _Issuer:
-    """A certificate and its key, from which the next certificate of the chain is signed."""
-
-    def __init__(self, name: str, issuer: _Issuer | None = None, *, server_name: str | None = None) -> None:
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        signer = issuer or self
-        now = datetime.datetime.now(datetime.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(issuer.certificate.subject if issuer else subject)
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.key.public_key()), critical=False)
-        )
-        if server_name is None:  # a CA: the root, or the intermediate (which signs only the server's certificate)
-            builder = builder.add_extension(
-                x509.BasicConstraints(ca=True, path_length=0 if issuer else None), critical=True
-            ).add_extension(
-                x509.KeyUsage(
-                    digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
-                ),
-                critical=True,
-            )
-        else:
-            builder = (
-                builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(server_name)]), critical=False)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            )
-        self.certificate: x509.Certificate = builder.sign(signer.key, hashes.SHA256())
-
-    def pem(self) -> bytes:
-        return self.certificate.public_bytes(serialization.Encoding.PEM)
 
 
 class _Server(socketserver.ThreadingTCPServer):
@@ -89,16 +46,12 @@ class TlsForwarder:
 
     def __init__(self, upstream: tuple[str, int], directory: Path) -> None:
         self.upstream = upstream
-        self.root = _Issuer("Interlude bench root CA")
-        intermediate = _Issuer("Interlude bench intermediate CA", self.root)
-        server = _Issuer(HOST, intermediate, server_name=HOST)
+        self.root = Issuer("Interlude bench root CA")
+        intermediate = Issuer("Interlude bench intermediate CA", self.root)
+        server = Issuer(HOST, intermediate, hosts=[HOST])
         chain, key = directory / "server-chain.pem", directory / "server-key.pem"
         chain.write_bytes(server.pem() + intermediate.pem())
-        key.write_bytes(
-            server.key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
+        key.write_bytes(server.key_pem())
         key.chmod(0o600)
         self.directory = directory
         self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

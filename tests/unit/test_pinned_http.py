@@ -8,8 +8,6 @@ the test instead of reaching DNS.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import socket
 import ssl
 import threading
@@ -140,69 +138,18 @@ class TlsMaterial:
 
 @pytest.fixture(scope="session")
 def tls_material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    x509 = pytest.importorskip("cryptography.x509")
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    pytest.importorskip("cryptography.x509")
+    from tests.support.certificates import Issuer
 
     directory: Path = tmp_path_factory.mktemp("tls")
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Interlude test CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    leaf_key = ec.generate_private_key(ec.SECP256R1())
-    leaf_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CALLBACK_HOST)]))
-        .issuer_name(ca_name)
-        .public_key(leaf_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(CALLBACK_HOST), x509.IPAddress(ipaddress.IPv4Address(LOOPBACK))]),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca = Issuer("Interlude test CA", key="ec")
+    leaf = Issuer(CALLBACK_HOST, ca, hosts=[CALLBACK_HOST], addresses=[LOOPBACK], key="ec")
     ca_file = directory / "ca.pem"
     cert_file = directory / "leaf.pem"
     key_file = directory / "leaf.key"
-    ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    cert_file.write_bytes(leaf_cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        leaf_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    ca_file.write_bytes(ca.pem())
+    cert_file.write_bytes(leaf.pem())
+    key_file.write_bytes(leaf.key_pem())
     return TlsMaterial(str(ca_file), str(cert_file), str(key_file))
 
 
