@@ -1,10 +1,12 @@
-"""A batch call DynamoDB throttles (it answers with the keys or items it did not process) is sent again for them, a
+"""A request DynamoDB throttles is retried by the SDK, then refused as `Unavailable`; a batch call DynamoDB throttles (it answers with the keys or items it did not process) is sent again for them, a
 bounded number of times with backoff, then refused as `Unavailable` (a 503 with Retry-After at the API): never a loop
 without end, never a fault of this host (ADR 0168)."""
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -81,3 +83,28 @@ def test_items_left_unprocessed_are_written_again_then_refused_as_busy(client, t
     left_unprocessed(client, "BatchWriteItem", times=None)
     with pytest.raises(Unavailable):
         batch_write_all(client, request)
+
+
+def test_a_request_still_throttled_after_the_sdks_retries_is_refused_as_busy(client, tenant, monkeypatch):
+    # DynamoDB's answer on the wire (moto never throttles; the answer is taken instead of moto's), retried by botocore
+    # as a real one is, its backoff's sleeps recorded instead of slept
+    attempts: list[int] = []
+
+    def throttled(request: Any, **_: Any) -> AWSResponse:
+        attempts.append(1)
+        body = {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException", "message": "m"}
+        return AWSResponse(request.url, 400, {"content-type": "application/x-amz-json-1.0"}, RawBody(json.dumps(body).encode()))
+
+    monkeypatch.setattr("botocore.endpoint.time.sleep", lambda _: None)
+    client.meta.events.register_first("before-send.dynamodb.GetItem", throttled)
+    with pytest.raises(Unavailable):
+        client.get_item(TableName=TABLE, Key=a.key(f"T#{tenant}#THROTTLED", "R"))
+    # botocore 1.44's standard retry mode, the functions' client's: 3 retries (ADR 0168)
+    assert len(attempts) == 4
+
+
+class RawBody(io.BytesIO):
+    """An HTTP body as botocore reads an answer's (urllib3's `stream`)."""
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.getvalue()
