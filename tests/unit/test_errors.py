@@ -61,6 +61,8 @@ OPENWOP_STATUS = {
     "interlude.rotation_in_overlap": 409,
     # Issue 30: a stored item in a format newer than this release reads.
     "interlude.item_too_new": 500,
+    # Issue 31 (docs/adr/0169): a format-12 gate whose workflow version no longer reads it back.
+    "interlude.gate_payload_unreadable": 500,
     # Issue 30 item 5: replays of what failed.
     "interlude.not_dead_lettered": 409,
     "interlude.replay_limit_reached": 409,

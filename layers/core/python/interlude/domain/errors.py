@@ -145,6 +145,9 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "internal_error": Internal,
     # A stored item in a format newer than this release reads (domain/formats.py): a later release wrote it.
     "interlude.item_too_new": Internal,
+    # A gate's item in format 12 (store/gate_payloads.py) that its workflow version does not read back: the version's
+    # node was changed by hand since, or is gone. Never read as another payload (zlib checks the dictionary).
+    "interlude.gate_payload_unreadable": Internal,
     "runner_unavailable": Unavailable,
     # The tenant's request rate passed its limit (OpenWOP's code; always with Retry-After).
     "rate_limited": RateLimited,

@@ -68,6 +68,11 @@ NOTICE_BUNDLES = 10
 # table only: list no gate opened since, leave closed gates' entries behind, and deliver nothing twice but record
 # nothing either; so it must refuse such a message.
 ENTRIES_TABLE = 11
+# Format 12: an interrupt item whose gate payload is deflated against its node's configuration in the workflow version
+# its run follows (`payloadAgainst`, `workflowVersion`: store/gate_payloads.py, docs/adr/0169), and otherwise as format
+# 3 (written once, its status the head's). A release that does not know it would find the gate without a payload:
+# list, show and send it without its text, and decide it without its answer's schema; so it must refuse the item.
+GATE_PAYLOAD_AGAINST_DEFINITION = 12
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
 READ_FORMATS = frozenset(
     {
@@ -80,6 +85,7 @@ READ_FORMATS = frozenset(
         GATE_TEXT_OFF_EVENTS,
         NOTICE_BUNDLES,
         ENTRIES_TABLE,
+        GATE_PAYLOAD_AGAINST_DEFINITION,
     }
 )
 READS = max(READ_FORMATS)
@@ -115,6 +121,10 @@ ENTRIES_TABLE_WRITTEN = True
 # run head in dispatch (0.5.0 would take the batch for a deleted run's and drop its outbox work: a new shape of the
 # outbox's, not of an item, shipped as a format is; docs/adr/0165).
 CREATE_BATCH_PUT_BEFORE_WRITTEN = True
+# Whether a gate's interrupt item is written in format 12 (its payload deflated against its node), where its node says
+# enough (store/gate_payloads.DICTIONARY_MIN): not yet, as 0.6.0 does not read it; from the release after the one that
+# first reads it (0.7.0, docs/adr/0169).
+GATE_PAYLOAD_AGAINST_DEFINITION_WRITTEN = False
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

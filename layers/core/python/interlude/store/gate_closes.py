@@ -26,11 +26,12 @@ _IDS = ("nodeId", "interruptId")
 
 
 def written_once(doc: dict[str, Any]) -> bool:
-    """Whether an interrupt item (as plain JSON) is in format 3; an item in a format this release does not read is
-    refused (item_too_new), never read as another."""
+    """Whether an interrupt item (as plain JSON) is in format 3, or 12 (format 3 with its payload held against its
+    node: store/gate_payloads.py); an item in a format this release does not read is refused (item_too_new), never
+    read as another."""
     written_in = doc.get(formats.FORMAT_FIELD)
     formats.check("interrupt", written_in)
-    return written_in == formats.GATE_STATUS_ON_HEAD
+    return written_in in (formats.GATE_STATUS_ON_HEAD, formats.GATE_PAYLOAD_AGAINST_DEFINITION)
 
 
 def open_ids(head: a.Item) -> set[str]:

@@ -15,10 +15,13 @@ from interlude.domain import head_parts
 from interlude.domain.errors import Internal
 from interlude.domain.models.run import RunState
 from interlude.store import attributes as a
+from interlude.store import gate_payloads
 from interlude.store.layout import event_sk, interrupt_sk, run_pk
 from interlude.store.table import batch_get
 
-_PARTS = {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, "#payload": "payload", "#events": "events"}
+# With what a format-12 interrupt item's payload is put back from (store/gate_payloads.py).
+_PARTS = {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, "#payload": gate_payloads.PAYLOAD, "#events": "events"}
+_PARTS.update({f"#f{i}": name for i, name in enumerate(gate_payloads.FILL_NEEDS)})
 
 
 def complete(
@@ -39,6 +42,7 @@ def complete(
     held = held or {}
     wanted = [(state, _parts_of(state.runId, keys, batch)) for state, keys, batch in holding]
     found = {key: held[key] for _, parts in wanted for key in parts if key in held}
+    gate_payloads.fill(client, table, found.values())
     found.update(_read(client, table, [k for k in dict.fromkeys(k for _, parts in wanted for k in parts) if k not in found], False))
     missed = []
     for state, parts in wanted:
@@ -111,4 +115,6 @@ def _read(client: Any, table: str, keys: list[tuple[str, str]], consistent: bool
         client, table, [a.key(pk, sk) for pk, sk in keys],
         ConsistentRead=consistent, ProjectionExpression=", ".join(_PARTS), ExpressionAttributeNames=_PARTS,
     )
-    return {(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item for item in items}
+    found = {(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item for item in items}
+    gate_payloads.fill(client, table, found.values())
+    return found

@@ -33,7 +33,7 @@ from interlude import wiring
 from interlude.domain.clock import epoch_of, iso
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
-from interlude.store import gate_closes, layout, sharded
+from interlude.store import gate_closes, gate_payloads, layout, sharded
 from interlude.store.layout import FIRST, INTERRUPT_SK_PREFIX, RUN_SK, SECOND, interrupt_sk, run_pk
 from interlude.store.table import BATCH_GET_MAX, BATCH_WRITE_MAX, batch_get_answers, batch_write_all
 
@@ -112,6 +112,10 @@ ENTRY_SOURCE_ATTRIBUTES = (
     "deadline",
     "votes",
     ENTRIES_TABLE,
+    # What a format-12 item's payload is put back from (gate_payloads.fill), those above aside.
+    gate_payloads.WORKFLOW_VERSION,
+    "nodeId",
+    gate_payloads.PAYLOAD_AGAINST,
 )
 
 
@@ -152,8 +156,9 @@ class Entry(NamedTuple):
     @classmethod
     def of_item(cls, item: a.Item) -> "Entry":
         """The entry of an interrupt as its item holds it (store/run_items.interrupt_put): what a backfill writes for an
-        interrupt opened before the index existed (interlude.migrations)."""
-        plain = a.plain(item)
+        interrupt opened before the index existed (interlude.migrations); a format-12 item's payload put back first
+        (gate_payloads.fill)."""
+        plain = gate_payloads.plain_payload(a.plain(item))
         votes = gate_votes(plain)
         delegates = _delegates_of((v.get("action", ""), v.get("delegate")) for v in votes)
         due = due_of(plain.get("deadline"))
@@ -356,6 +361,7 @@ class InboxIndex:
                 calls += 1
                 for item in answer.get("Responses", {}).get(self.table, []):
                     got[(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"])] = item
+        calls += gate_payloads.fill(self.client, self.table, got.values())
         held: dict[str, set[str]] = {}
         out: list[dict[str, Any]] = []
         stale: list[tuple[str, a.Item]] = []
@@ -407,9 +413,10 @@ def _entry_key(entry: a.Item) -> a.Item:
 
 
 def interrupt_document(item: a.Item) -> dict[str, Any]:
-    """An interrupt item as plain JSON (its votes parsed), without its keys."""
+    """An interrupt item as plain JSON (its votes and payload parsed: a format-12 item's put back first,
+    gate_payloads.fill), without its keys."""
     skip = {wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key}
-    doc = a.plain({k: v for k, v in item.items() if k not in skip})
+    doc = gate_payloads.plain_payload(a.plain({k: v for k, v in item.items() if k not in skip}))
     doc["votes"] = gate_votes(doc)
     return doc
 
@@ -428,7 +435,9 @@ def run_interrupts(client: Any, table: str, run_id: str) -> list[dict[str, Any]]
         KeyConditionExpression="pk = :pk AND begins_with(sk, :i)",
         ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":i": a.s(interrupt_sk(""))},
     )
-    docs = [interrupt_document(item) for page in pages for item in page.get("Items") or []]
+    items = [item for page in pages for item in page.get("Items") or []]
+    gate_payloads.fill(client, table, items)
+    docs = [interrupt_document(item) for item in items]
     once = [d for d in docs if gate_closes.written_once(d)]
     if once:
         found = gate_closes.closes(client, table, run_id, once)
@@ -447,11 +456,13 @@ def run_open_interrupts(client: Any, table: str, run_id: str) -> tuple[list[dict
         ExpressionAttributeNames={"#st": "status"},
         ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":i": a.s(interrupt_sk("")), ":open": a.s("open")},
     )
-    docs: list[dict[str, Any]] = []
+    items: list[a.Item] = []
     calls = 0
     for page in pages:
         calls += 1
-        docs += [interrupt_document(item) for item in page.get("Items") or []]
+        items += page.get("Items") or []
+    calls += gate_payloads.fill(client, table, items)
+    docs = [interrupt_document(item) for item in items]
     if any(gate_closes.written_once(d) for d in docs):
         head = client.get_item(TableName=table, Key=a.key(run_pk(run_id), RUN_SK)).get("Item")
         calls += 1

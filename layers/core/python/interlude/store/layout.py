@@ -14,8 +14,11 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
                                                           held status and resolution); listed while open by the
                                                           inbox entries of store/inbox.py; a new run's put just
                                                           before the transaction that creates it, a later one's
-                                                          in the transaction (store/transitions.py)
-  workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition (store/workflows.py)
+                                                          in the transaction (store/transitions.py); v 12: its
+                                                          payload deflated against its node's configuration in
+                                                          workflowVersion, payloadAgainst (store/gate_payloads.py)
+  workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition (store/workflows.py; a v-12 gate
+                                                          reads its node back: never rewritten)
   latest       T#{tenant}#W#{workflow}   LATEST           the latest version's number (createRun reads only this)
   modulex wf   T#{tenant}#W#{workflow}   MODULEX          a ModuleX-face workflow's record (store/modulex_records.py)
   catalogue    T#{tenant}#WFS            {workflow}       a listed workflow: its face, latest version, summary

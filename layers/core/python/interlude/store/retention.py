@@ -62,7 +62,7 @@ from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import RunState
 from interlude.rules import run_search
 from interlude.store import attributes as a
-from interlude.store import expiry
+from interlude.store import expiry, gate_payloads
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
 from interlude.store.gate_closes import RAISED_SEQ
 from interlude.store.inbox import ENTRY_SOURCE_ATTRIBUTES, Entry
@@ -226,6 +226,8 @@ class RetentionStore(Table):
             if after is not None:
                 kwargs["ExclusiveStartKey"] = after
             got = self.client.query(**kwargs)
+            # A gate's entries are named from its payload (Entry.of_item): a format-12 item's put back.
+            gate_payloads.fill(self.client, self.table, got.get("Items") or [])
             for item in got.get("Items") or []:
                 key = a.key(run_pk(run_id), item[wiring.SORT_KEY]["S"])
                 if item.get("interruptId", {}).get("S") in entries_of and not entries_unexpiring(item):

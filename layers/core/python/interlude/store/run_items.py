@@ -16,7 +16,7 @@ from interlude.domain.models.run import OpenInterrupt, RunState, state_json
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
-from interlude.store import gate_closes, item_index, layout
+from interlude.store import gate_closes, gate_payloads, item_index, layout
 from interlude.store.expiry import RESTAMPING, RETAINED
 from interlude.store.inbox import ENTRIES_TABLE, gate_votes
 from interlude.store.layout import RUN_SK, event_sk, interrupt_sk, run_pk
@@ -202,9 +202,12 @@ def mark_written(state: RunState, opened: list[OpenInterrupt]) -> None:
             interrupt.entriesTable = layout.mark_of(layout.INBOX_ENTRIES.written)
 
 
-def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, expires: int | None = None) -> dict[str, Any]:
+def interrupt_put(
+    state: RunState, interrupt: OpenInterrupt, raised_seq: int, expires: int | None = None, against: bytes | None = None
+) -> dict[str, Any]:
     """The gate's item, put by the transition that opens it; `raised_seq`: the first sequence of its events;
-    `expires`: what the transition's event batch expires at (the run's items' provisional expiry, or the run's)."""
+    `expires`: what the transition's event batch expires at (the run's items' provisional expiry, or the run's);
+    `against`: its node's configuration, which its payload is deflated against (format 12: store/gate_payloads.py)."""
     item: a.Item = {
         **expiring(expires),
         **a.key(run_pk(state.runId), interrupt_sk(interrupt.key)),
@@ -213,13 +216,16 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, ex
         "kind": a.s(interrupt.kind),
         "runId": a.s(state.runId),
         "workflowId": a.s(state.workflowId),
-        "payload": a.packed(interrupt.payload),
+        **gate_payloads.payload_attributes(interrupt.payload, against if interrupt.written_once else None),
         "raisedAt": a.s(interrupt.raisedAt),
     }
     if interrupt.written_once:
         # Its status is the head's, its close the run's events' from here on (store/gate_closes.py).
         item[formats.FORMAT_FIELD] = a.n(formats.GATE_STATUS_ON_HEAD)
         item[gate_closes.RAISED_SEQ] = a.n(raised_seq)
+        if against is not None:
+            item[formats.FORMAT_FIELD] = a.n(formats.GATE_PAYLOAD_AGAINST_DEFINITION)
+            item[gate_payloads.WORKFLOW_VERSION] = a.n(state.workflowVersion)
     else:
         item["status"] = a.s("open")
     if interrupt.deadline is not None:

@@ -12,10 +12,13 @@ from interlude.domain import formats
 from interlude.domain.errors import Internal, NotFound
 from interlude.domain.models.run import RunState, state_from_json
 from interlude.store import attributes as a
-from interlude.store import gate_closes, head_parts, item_index
+from interlude.store import gate_closes, gate_payloads, head_parts, item_index
 from interlude.store.expiry import past_expiry, run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
 from interlude.store.table import BATCH_GET_MAX, Table, batch_get, batch_get_answers
+
+# What closed_interrupt reads of a gate's item (with what a format-12 item's payload is put back from).
+_CLOSED_INTERRUPT_READ = ("#st", "resolution", "raisedAt", "interruptId", "payload", "votes", "nodeId", "#v", "#seq")
 
 
 def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
@@ -125,13 +128,14 @@ class RunStore(Table):
         got = self.client.get_item(
             TableName=self.table,
             Key=a.key(run_pk(run_id), interrupt_sk(key)),
-            ProjectionExpression="#st, resolution, raisedAt, interruptId, payload, votes, nodeId, #v, #seq",
+            ProjectionExpression=", ".join(dict.fromkeys(_CLOSED_INTERRUPT_READ + gate_payloads.FILL_NEEDS)),
             ExpressionAttributeNames={"#st": "status", "#v": formats.FORMAT_FIELD, "#seq": gate_closes.RAISED_SEQ},
         )
         item = got.get("Item")
         if not item:
             return None
-        doc = a.plain(item)
+        gate_payloads.fill(self.client, self.table, [item])
+        doc = gate_payloads.plain_payload(a.plain(item))
         if not gate_closes.written_once(doc):
             return doc
         return gate_closes.with_close(doc, gate_closes.closes(self.client, self.table, run_id, [doc]).get(doc["interruptId"]))

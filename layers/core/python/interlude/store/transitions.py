@@ -11,6 +11,7 @@ id, which no other writer can write (docs/adr/0139), and from 0.7.0 its event ba
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -26,8 +27,8 @@ from interlude.engine.events import to_docs
 from interlude.rules import run_search, usage
 from interlude.rules.limits import QUOTA_EXCEEDED, quota_exceeded
 from interlude.store import attributes as a
+from interlude.store import gate_payloads, run_items
 from interlude.store import limits as counters
-from interlude.store import run_items
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
 from interlude.store.inbox import Entry, InboxIndex, added_delegate_families, closed_entries
 from interlude.store.interactions import transition_items as interaction_items
@@ -87,12 +88,14 @@ class TransitionStore(TransactionalTable, RunStore):
         carried, audit = (audit, None) if docs else (None, audit)
         before = gates_put_before(transition, expected_version)
         batch_before = before and batch_put_before(docs)
+        against = self.gate_dictionaries(transition)
         items = transition_items(
-            transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before, batch_before
+            transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before, batch_before,
+            against,
         )
         if counter is not None:
             items.append(counter)
-        own = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, before=True)] if before else []
+        own = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, True, against)] if before else []
         inbox = InboxIndex(self.table, self.client, self.entries_table)
         # The inbox entries of the gates it opens expire with the gates' items (docs/adr/0154): those of a transition
         # stopped before its transaction, or refused, go with the gate it never wrote.
@@ -117,7 +120,7 @@ class TransitionStore(TransactionalTable, RunStore):
                     # The head records the shard the run claims on: built again with it.
                     built = transition_items(
                         transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before,
-                        batch_before,
+                        batch_before, against,
                     )
                     items = built + [moved]
         except (LostRace, DomainError, KeyAlreadyUsed):
@@ -133,6 +136,18 @@ class TransitionStore(TransactionalTable, RunStore):
             # behind should one ever do so.
             inbox.delete(closed)
         return docs
+
+    def gate_dictionaries(self, transition: Transition) -> dict[str, bytes]:
+        """By node, what the payload of each gate the transition opens is deflated against (format 12, once this release
+        writes it: store/gate_payloads.py); a node left out says too little, and its gate is written in format 3."""
+        if not (formats.GATE_PAYLOAD_AGAINST_DEFINITION_WRITTEN and transition.opened):
+            return {}
+        state = transition.state
+        found = {
+            node: gate_payloads.dictionary(self.client, self.table, state.tenant, state.workflowId, state.workflowVersion, node)
+            for node in {i.nodeId for i in transition.opened}
+        }
+        return {node: against for node, against in found.items() if against is not None}
 
     def rewrite_head(self, state: RunState, expected_version: int) -> None:
         """The run head alone at its next version: no event, no counter, no index. What a run records of itself
@@ -301,12 +316,13 @@ def transition_items(
     events_json: bytes | None = None,
     gates_before: bool = False,
     batch_before: bool = False,
+    against: Mapping[str, bytes] | None = None,
 ) -> list[Labelled]:
     """(label, TransactWriteItem) for everything one transition writes: head, events (naming the inbox entries of
     the interrupts it closes, for dispatch to delete, and carrying `audit`, the draft of its audit entry, for the
     appender on the stream; unless `batch_before`: put before it, `batch_put_before`), interrupts (those it opens
     unless `gates_before`: put before it, `gates_put_before`), abandoned tasks, external-event waiters. `events_json`:
-    `docs`' compact JSON, when the caller has it."""
+    `docs`' compact JSON, when the caller has it; `against`: as `opened_items` takes it."""
     state = transition.state
     pk = run_pk(state.runId)
     run_items.mark_written(state, transition.opened)
@@ -315,7 +331,7 @@ def transition_items(
     if docs and not batch_before:
         items.append(event_batch(transition, first_seq, docs, closed, kept, audit, events_json))
     if not gates_before:
-        items += opened_items(transition, first_seq, now_iso, expires)
+        items += opened_items(transition, first_seq, now_iso, expires, against=against)
     # A gate claimed, released or assigned (engine.run.assign): every inbox entry of it says who works it now, in the
     # same transaction, so the inbox's "mine" and "unclaimed" read the entries alone (store/inbox.py). They are put
     # without an expiry, which its item records for the daily sweep (run_items.ENTRIES_UNEXPIRING).
@@ -367,14 +383,24 @@ def event_batch(
 
 
 def opened_items(
-    transition: Transition, first_seq: int, now_iso: str, expires: int | None = None, before: bool = False
+    transition: Transition,
+    first_seq: int,
+    now_iso: str,
+    expires: int | None = None,
+    before: bool = False,
+    against: Mapping[str, bytes] | None = None,
 ) -> list[Labelled]:
     """(label, conditional Put) of the items of the gates the transition opens, expiring as its event batch does; put
-    `before` the transaction that creates the run (`gates_put_before`), never without an expiry."""
+    `before` the transaction that creates the run (`gates_put_before`), never without an expiry; `against`: by node, the
+    configuration a gate's payload is deflated against (TransitionStore.gate_dictionaries)."""
     state = transition.state
     run_items.mark_written(state, transition.opened)  # the format they are written in, which the head records
     kept = gates_expiry(state, now_iso, expires, before)
-    return [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
+    against = against or {}
+    return [
+        (interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept, against.get(i.nodeId))})
+        for i in transition.opened
+    ]
 
 
 def gates_expiry(state: RunState, now_iso: str, expires: int | None, before: bool) -> int | None:
