@@ -335,9 +335,9 @@ FUNCTIONS: tuple[Function, ...] = (
         handler="handler.lambda_handler",
         # A batch is CALLBACK_BATCH_SIZE attempts of at most 15 s each (one after another for the notices of one run).
         timeout_s=90,
-        # A notice waits ≈ 100 ms on its POST and reads against ≈ 6 ms of CPU (its TLS handshake included): a quarter
-        # of a vCPU's billed time is mostly waiting. Not below: at full batches the CPU of a batch's four notices is
-        # what holds an instance, and the goal's 2,000 lifecycles/s then needs ≈ 190 of CALLBACK_CONCURRENCY's 250
+        # A notice waits ≈ 100 ms on its POST and reads against ≈ 6 ms of CPU (its TLS handshake included): a larger
+        # share of a vCPU would mostly be billed waiting. Not below: at full batches the CPU of a batch's four notices
+        # is what holds an instance, and the goal's 2,000 lifecycles/s then needs ≈ 190 of CALLBACK_CONCURRENCY's 250
         # (bench/ceiling.py); a cold start's import and first notice take ≈ 1.4 s at this share (docs/adr/0171).
         memory_mb=256,
         description="Callback notices from the SQS queue to tenant URLs: egress-checked, pinned, signed, retried",
