@@ -6,8 +6,8 @@ invocation, AWS call, write and read unit and stored byte of each lifecycle, thr
 Priced at list prices (bench/_prices.py: each with its page and the date it was read):
 
 * infrastructure: HTTP API requests; Lambda requests and GB-seconds (duration = the measured CPU scaled to the
-  function's share of a vCPU, what each callback POST spends on its TLS context included, plus each AWS call's round trip and
-  each outbound HTTP request's: bench/_prices.py's estimates, rounded up once per invocation); DynamoDB write and read
+  function's share of a vCPU, what each callback POST spends on its TLS context and handshake included, plus each AWS call's
+  round trip and each outbound HTTP request's: bench/_prices.py's estimates, rounded up once per invocation); DynamoDB write and read
   units as counted, the request counter at the pace's writes per request, the key and limits re-reads per cache period;
   SQS requests (the functions' and the event source mappings' receives and deletes); Scheduler invocations; Secrets
   Manager and S3 calls; the audit chain's pending marker, checkpoint and the sweeps that publish the tenant's anchor
@@ -114,6 +114,8 @@ GOAL_WRU_A = 20.0
 TARGET_UTILIZATION = 0.70
 LOW_UTILIZATION = 0.50
 TRACE_STARTING = ("http", "stream", "schedule")
+# The memory a peer's Lambda functions (its tasks, its front door) are priced at: a common size, stated on their lines.
+PEER_MEMORY_MB = 512
 
 
 def measured_lifecycles(args: list[str]) -> dict[str, Any]:
@@ -128,9 +130,10 @@ def measured_lifecycles(args: list[str]) -> dict[str, Any]:
 
 
 def with_tls(measured: dict[str, Any]) -> dict[str, Any]:
-    """Each invocation that POSTed to a receiver given the CPU an https POST spends on its TLS context (measured apart:
-    the bench's receiver is plain http, so its invocations never made one; a process keeps its one since ADR 0136)."""
-    per_post = measured.get("tls_context_cpu_ms", 0.0)
+    """Each invocation that POSTed to a receiver given the CPU an https POST spends on its TLS context and its handshake
+    (measured apart: the bench's receiver is plain http, so its invocations never made either; a process keeps its
+    context since ADR 0136, each POST's connection is its own)."""
+    per_post = measured.get("tls_context_cpu_ms", 0.0) + measured.get("tls_handshake_cpu_ms", 0.0)
     for found in measured["lifecycles"].values():
         for pace in measured["paces"]:
             for inv in found[pace]:
@@ -162,24 +165,25 @@ def memory_mb(function: str) -> int:
     return wiring.function(function).memory_mb
 
 
-def cpu_and_waits(inv: dict[str, Any]) -> tuple[float, float]:
-    """(ms of `inv`'s CPU at its function's share of a vCPU, the TLS contexts its POSTs build included; ms it waits on
-    its calls' and HTTP requests' round trips: estimates)."""
-    share = min(1.0, memory_mb(inv["function"]) / VCPU_MB)
+def cpu_and_waits(inv: dict[str, Any], memory: int | None = None) -> tuple[float, float]:
+    """(ms of `inv`'s CPU at its function's share of a vCPU (or at `memory`, MB), the TLS its POSTs do included; ms it
+    waits on its calls' and HTTP requests' round trips: estimates)."""
+    share = min(1.0, (memory or memory_mb(inv["function"])) / VCPU_MB)
     waits = sum(CALL_MS.get(call, DEFAULT_CALL_MS) * n for call, n in inv["calls"].items())
     return (inv["cpu_ms"] + inv.get("tls_cpu_ms", 0.0)) / share, waits + inv["outbound_http"] * OUTBOUND_HTTP_MS
 
 
-def duration_ms(inv: dict[str, Any]) -> float:
-    """Billed duration of `inv` as one invocation: its CPU and its waits, rounded up to Lambda's 1 ms."""
-    return share_ms(inv, 1.0, 1)
+def duration_ms(inv: dict[str, Any], memory: int | None = None) -> float:
+    """Billed duration of `inv` as one invocation (of its function, or of one of `memory` MB): its CPU and its waits,
+    rounded up to Lambda's 1 ms."""
+    return share_ms(inv, 1.0, 1, memory)
 
 
-def share_ms(inv: dict[str, Any], units: float, lanes: int) -> float:
+def share_ms(inv: dict[str, Any], units: float, lanes: int, memory: int | None = None) -> float:
     """`inv`'s share of the billed duration of one invocation holding `units` of work like it (a batch's records, a
     bucket's deadlines), `lanes` of them side by side (their waits overlap; their CPU does not): the batch's duration,
     rounded up to Lambda's 1 ms once, over `units`."""
-    cpu, waits = cpu_and_waits(inv)
+    cpu, waits = cpu_and_waits(inv, memory)
     batch = max(units * cpu, math.ceil(units / lanes) * (cpu + waits))
     return math.ceil(batch + INVOKE_OVERHEAD_MS) / units
 
@@ -573,8 +577,8 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     gb_s += counter_ms / 1000 * memory_mb("api") / 1024
     tls = total("", lambda s: s.inv.get("tls_cpu_ms", 0.0))
     add(Line("Lambda duration", gb_s, "GB-s", gb_s * price("lambda_gb_second_arm"),
-             f"{ms:.0f} ms billed in all: CPU {total('cpu_ms'):.1f} ms measured (+ {tls:.1f} ms of TLS contexts), scaled "
-             f"to a {memory_mb('api')} MB share, + calls' round trips (a POST {OUTBOUND_HTTP_MS} ms), once per batch"))
+             f"{ms:.0f} ms billed in all: CPU {total('cpu_ms'):.1f} ms measured (+ {tls:.1f} ms of TLS contexts and handshakes), scaled "
+             f"to each function's share of a vCPU ({sized(parts)}), + calls' round trips (a POST {OUTBOUND_HTTP_MS} ms), once per batch"))
     wru = total("wru")
     add(Line("DynamoDB writes", wru + counter, "WRU", (wru + counter) * price("dynamodb_wru"),
              f"{wru:g} as counted (GSI and the audit marker's share included) + request counter {counter:.2f} "
@@ -650,6 +654,12 @@ def provisioned_usd(bill: Bill, utilization: float) -> float:
 def with_provisioned_tables(bill: Bill, utilization: float) -> float:
     """`bill`'s infrastructure $/M with its DynamoDB reads and writes priced as provisioned capacity instead."""
     return bill.infra_per_million - on_demand_usd(bill) + provisioned_usd(bill, utilization)
+
+
+def sized(parts: list[Share]) -> str:
+    """The memory of each Lambda function `parts` invoke, as "api 512, callbacks 256 MB"."""
+    functions = dict.fromkeys(s.inv["function"] for s in parts if is_lambda(s.inv))
+    return ", ".join(f"{f} {memory_mb(f)}" for f in functions) + " MB"
 
 
 def by_function(parts: list[Share]) -> str:
@@ -765,14 +775,15 @@ class PeerLine:
 def peers(measured: dict[str, Any], name: str) -> dict[str, list[PeerLine]]:
     """The same lifecycle on each peer, with what its user also pays; (low, high) where a design choice moves it."""
     lam = lambda_figures(measured)
-    notice_gb_s, front_gb_s = lam["notice_ms"] / 1000 * 0.5, lam["front_door_ms"] / 1000 * 0.5
+    peer_gb = PEER_MEMORY_MB / 1024
+    notice_gb_s, front_gb_s = lam["notice_ms"] / 1000 * peer_gb, lam["front_door_ms"] / 1000 * peer_gb
     history_gb = measured["lifecycles"][name]["stored"]["bytes"] / 1e9
     invoke = price("lambda_request")
     gbs = price("lambda_gb_second_arm")
     front_door = [
         PeerLine("HTTP API request (the decision's front door)", 1, 1, price("http_api_request")),
         PeerLine("Lambda: front door request", 1, 1, invoke, "reads the token and hands the answer on"),
-        PeerLine("Lambda: front door duration (GB-s)", front_gb_s, front_gb_s, gbs, f"{lam['front_door_ms']:.0f} ms at 512 MB"),
+        PeerLine("Lambda: front door duration (GB-s)", front_gb_s, front_gb_s, gbs, f"{lam['front_door_ms']:.0f} ms at {PEER_MEMORY_MB} MB"),
     ]
     decided = name in ("a", "b")
     notices = {"a": 2, "c+notices": 2}.get(name, 0)
@@ -786,7 +797,7 @@ def peers(measured: dict[str, Any], name: str) -> dict[str, list[PeerLine]]:
         tasks = notices + (1 if record_token else 0)
         sfn += [
             PeerLine("Lambda: task requests", tasks, tasks, invoke, "a notice's POST, or storing the task token"),
-            PeerLine("Lambda: task duration (GB-s)", tasks * notice_gb_s, tasks * notice_gb_s, gbs, f"{lam['notice_ms']:.0f} ms each, as Interlude's notice"),
+            PeerLine("Lambda: task duration (GB-s)", tasks * notice_gb_s, tasks * notice_gb_s, gbs, f"{lam['notice_ms']:.0f} ms each at {PEER_MEMORY_MB} MB, Interlude's notice's work"),
         ]
     if record_token:
         sfn.append(PeerLine("DynamoDB: the task token stored and read", 1, 1, price("dynamodb_wru") + 0.5 * price("dynamodb_rru")))
@@ -804,7 +815,7 @@ def peers(measured: dict[str, Any], name: str) -> dict[str, list[PeerLine]]:
     durable = [
         PeerLine("durable operations", *operations, price("durable_operation"), "steps, the callback (with its timeout), the start or not"),
         PeerLine("Lambda requests (start; resumed after the callback)", 2, 2, invoke),
-        PeerLine("Lambda duration (GB-s)", 2 * notice_gb_s, 2 * notice_gb_s, gbs, f"{lam['notice_ms']:.0f} ms each"),
+        PeerLine("Lambda duration (GB-s)", 2 * notice_gb_s, 2 * notice_gb_s, gbs, f"{lam['notice_ms']:.0f} ms each at {PEER_MEMORY_MB} MB"),
         PeerLine("data written (GB; ESTIMATE rate)", history_gb, history_gb, price("durable_data_written_gb")),
         PeerLine("data retained 14 days (GB-month; ESTIMATE rate)", history_gb * 14 / 30, history_gb * 14 / 30, price("durable_data_retained_gb_month")),
     ]
@@ -842,16 +853,17 @@ def peer_total(measured: dict[str, Any], peer: str, lines: list[PeerLine], all_i
 
 
 def lambda_figures(measured: dict[str, Any]) -> dict[str, float]:
-    """Durations the peers' Lambda work takes, from Interlude's own measured work of the same kind: a notice's POST
-    (the callbacks function, per notice delivered, without what its POST spends on a TLS context: a peer's function
-    keeps its client's) and a front door (an authenticated one-item read) plus one more AWS call
-    (SendTaskSuccess or its like: an estimate)."""
+    """Durations the peers' Lambda work takes at their own stated memory (PEER_MEMORY_MB), from Interlude's own measured
+    work of the same kind: a notice's POST (the callbacks function's CPU and round trips, per notice delivered, without
+    what its POST spends on TLS: a peer's function keeps its client and its connection) and a front door (an
+    authenticated one-item read) plus one more AWS call (SendTaskSuccess or its like: an estimate). Their CPU is scaled
+    to that memory, not to Interlude's functions': how Interlude sizes its own leaves a peer's price where it was."""
     callbacks = [i for i in measured["lifecycles"]["a"]["busy"] if i["function"] == "callbacks"]
     delivered = sum(i["outbound_http"] for i in callbacks) or 1
     gets = [i for i in measured["lifecycles"]["b"]["busy"] if i["route"] == "GET /runs/{runId}"]
     return {
-        "notice_ms": sum(duration_ms({**i, "tls_cpu_ms": 0.0}) for i in callbacks) / delivered,
-        "front_door_ms": min(duration_ms(i) for i in gets) + DEFAULT_CALL_MS * 2,
+        "notice_ms": sum(duration_ms({**i, "tls_cpu_ms": 0.0}, PEER_MEMORY_MB) for i in callbacks) / delivered,
+        "front_door_ms": min(duration_ms(i, PEER_MEMORY_MB) for i in gets) + DEFAULT_CALL_MS * 2,
     }
 
 

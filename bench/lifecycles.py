@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -51,6 +54,7 @@ offline_aws(
 )
 
 from _deployment import TABLES, Deployment, Invocation, item_size, log_bytes  # noqa: E402
+from _tls import HOST, LOOPBACK, TlsForwarder  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -330,6 +334,32 @@ def tls_context_cpu_ms(rounds: int = 15) -> float:
     return statistics.median(spent) * 1000
 
 
+def tls_handshake_cpu_ms(rounds: int = 15) -> float:
+    """CPU the client side of a callback's TLS handshake spends, the median of `rounds`: every POST dials a connection
+    of its own (pinned_http sends `Connection: close`), so each one verifies the receiver's chain and agrees a key
+    again. Through the context a POST uses, against a server with AWS's chain shape (bench/_tls.py: RSA 2048, the
+    client verifying two signatures up to a root it trusts); the bench's receiver is plain http, so the measured
+    invocations never make one. What the server spends is another thread's, not counted."""
+    from interlude.adapters.delivery import pinned_http
+
+    spent = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-tls-") as directory,
+        socket.create_server((LOOPBACK, 0)) as upstream,  # the forwarder dials it; nothing is sent through
+        TlsForwarder(upstream.getsockname()[:2], Path(directory)) as server,
+    ):
+        root = Path(directory) / "root.pem"
+        root.write_bytes(server.root.pem())
+        context = pinned_http._tls_context(str(root))
+        port = int(urlsplit(server.endpoint).port or 443)
+        for _ in range(rounds + 1):
+            with socket.create_connection((LOOPBACK, port)) as sock:
+                started = time.thread_time()
+                with context.wrap_socket(sock, server_hostname=HOST):
+                    spent.append(time.thread_time() - started)
+    return statistics.median(spent[1:]) * 1000
+
+
 def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
     counter = record.wru_by_kind.get("request counter", 0.0)
     kinds: dict[str, float] = defaultdict(float)
@@ -480,6 +510,7 @@ def measure(rounds: int) -> dict[str, Any]:
         "caches_s": {"key": key_cache, "limits": limits_cache, "key_ring": settings().key_ring_cache_seconds},
         "logs": estimated_log_bytes(),
         "tls_context_cpu_ms": tls_context_cpu_ms(),
+        "tls_handshake_cpu_ms": tls_handshake_cpu_ms(),
     }
 
 

@@ -197,7 +197,8 @@ class InterludeProps:
     # consumes a queue, merged over the default: its reserved concurrency, else DEFAULT_SQS_MAX_CONCURRENCY. Never
     # more than its reserved concurrency (a poller beyond it would be throttled and count receives toward the DLQ).
     sqs_max_concurrency: Mapping[str, int] = field(default_factory=dict)
-    # Function name -> memory in MB (128-10,240), merged over wiring's (512 for every function).
+    # Function name -> memory in MB (128-10,240), merged over wiring's size of each function (Function.memory_mb;
+    # docs/adr/0171).
     memory_mb: Mapping[str, int] = field(default_factory=dict)
     # Function name -> provisioned concurrency, on an alias `live` of a published version that every invoker (the
     # HTTP API, the event source mappings) calls. Counts toward the quota like a reservation; not for the scheduler's

@@ -176,7 +176,9 @@ def test_the_quota_holds_reservations_and_the_provisioned_concurrency_of_unreser
 
 # -- every tuning prop, in one synthesized stack -----------------------------------------------------------------
 
-MEMORY = {"api": 1024, "dispatch": 256}
+# Over wiring's sizes, each function's own (docs/adr/0171): one raised, one lowered, and callbacks raised back from its
+# 256 MB to 512.
+MEMORY = {"api": 1024, "dispatch": 256, "callbacks": 512}
 # The first table provisioned with auto scaling; the second is not named, so it stays on demand.
 TABLE_CAPACITY = {wiring.TABLE.logical_name: STEADY}
 PROVISIONED = {STREAM_READER: 2}

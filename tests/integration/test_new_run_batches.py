@@ -56,6 +56,16 @@ def outbox_records_of(run_id: str) -> list[dict[str, Any]]:
     return [r for r in Stream(TABLE).take() if is_event_insert(r) and record_run_id(r) == run_id]
 
 
+def outbox_batches(run_id: str) -> list[dict[str, Any]]:
+    """The run's event-batch items in the table."""
+    found = boto3.client("dynamodb").query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":events": {"S": EVENT_ITEM_PREFIX}},
+    )
+    return found["Items"]
+
+
 def hidden(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Every visibility change made from now on (each entry: receipt handle, seconds)."""
     changes: list[dict[str, Any]] = []
@@ -136,7 +146,14 @@ def test_a_new_runs_batch_whose_head_never_came_is_dropped_past_the_wait_nothing
     assert messages_of(aws[wiring.OUTBOX_QUEUE], run_id) == []
     assert messages_of(aws["outbox-dlq"], run_id) == []
     assert notices_of(aws, run_id) == []
-    assert [r.runId for r in caplog.records if hasattr(r, "orphanBatch")] == [run_id]
+    (line,) = [r for r in caplog.records if hasattr(r, "orphanBatch")]
+    assert line.levelname == "WARNING"
+    # And the line names what an operator looks up (docs/operations.md §7): the tenant, the run, the event item's key
+    # (the item is there to read) and how long after its events were stamped it was dropped
+    assert (line.tenant, line.runId) == (tenant, run_id)
+    (batch,) = outbox_batches(run_id)
+    assert (line.pk, line.sk) == (batch["pk"]["S"], batch["sk"]["S"])
+    assert wiring.NEW_RUN_BATCH_WAIT_S <= line.waitedSeconds < wiring.NEW_RUN_BATCH_WAIT_S + 60
     # And one OrphanBatches point of the function, which the operators' alarm reads (no failed record: it is no failure)
     assert of(points, metrics.ORPHAN_BATCHES) == [{"deployment": DEPLOYMENT, "FunctionName": function}]
     assert of(points, metrics.RECORD_FAILURES) == []

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import cost_per_million as cost  # noqa: E402
-from _prices import INVOKE_OVERHEAD_MS, OUTBOUND_HTTP_MS, TTL_DELETION_LAG_DAYS  # noqa: E402
+from _prices import CALL_MS, INVOKE_OVERHEAD_MS, OUTBOUND_HTTP_MS, TTL_DELETION_LAG_DAYS  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 
@@ -136,14 +136,46 @@ def test_deadlines_due_in_one_second_share_their_buckets_firing() -> None:
     assert invoked["invocations"] == pytest.approx(1 / deadlines)
 
 
-def test_a_callbacks_post_is_billed_its_round_trips_and_the_tls_context_it_builds() -> None:
+def test_a_callbacks_post_is_billed_its_round_trips_and_the_tls_context_and_handshake_it_makes() -> None:
     notice = invocation("callbacks", "sqs", outbound_http=2)
-    found = cost.with_tls({"paces": PACES, "tls_context_cpu_ms": 20.0, "lifecycles": {"x": {"busy": [notice], "quiet": [notice]}}})
-    assert notice["tls_cpu_ms"] == 40.0
+    tls = {"tls_context_cpu_ms": 20.0, "tls_handshake_cpu_ms": 3.0}
+    found = cost.with_tls({"paces": PACES, **tls, "lifecycles": {"x": {"busy": [notice], "quiet": [notice]}}})
+    assert notice["tls_cpu_ms"] == 46.0
     cpu, waits = cost.cpu_and_waits(found["lifecycles"]["x"]["busy"][0])
     share = min(1.0, wiring.function("callbacks").memory_mb / cost.VCPU_MB)
-    assert cpu == pytest.approx((5.0 + 40.0) / share)
+    assert cpu == pytest.approx((5.0 + 46.0) / share)
     assert waits == 2 * OUTBOUND_HTTP_MS
+
+
+def peers_measured() -> dict[str, Any]:
+    """Lifecycles (a) to (d) as far as the peers read them: (a)'s notices, (b)'s reads of a run."""
+    notices = [invocation("callbacks", "sqs", cpu_ms=6.0, outbound_http=1, calls={"dynamodb:GetItem": 3})] * 2
+    read = invocation("api", "http", route="GET /runs/{runId}", calls={"dynamodb:GetItem": 1})
+    lifecycle = {"title": "made up", "stored": {"bytes": 4000}}
+    found = {name: {**lifecycle, "busy": notices + [read]} for name in ("a", "b", "c", "c+notices", "d")}
+    logs = {"platform_bytes_per_invocation": 300, "access_log_bytes": {"GET /runs/{runId}": 400}}
+    return {"paces": PACES, "lifecycles": found, "logs": logs}
+
+
+def test_a_peers_lambda_work_is_priced_at_its_own_memory_whatever_interludes_functions_are_given(monkeypatch) -> None:
+    """Interlude's notice work (CPU, round trips) stands for a peer's Lambda task; the peer's memory is its own, so
+    sizing Interlude's callbacks function (docs/adr/0171) moves Interlude's bill, never the peer's."""
+    measured = peers_measured()
+    notice = measured["lifecycles"]["a"]["busy"][0]
+    priced_at = {}
+    for callbacks_mb in (128, 256, 512, 1024):
+        monkeypatch.setattr(cost, "memory_mb", lambda function, mb=callbacks_mb: mb if function == "callbacks" else 512)
+        priced_at[callbacks_mb] = (
+            cost.lambda_figures(measured),
+            {peer: cost.peer_total(measured, peer, lines) for peer, lines in cost.peers(measured, "a").items()},
+            cost.duration_ms(notice),
+        )
+    figures, totals, _ = priced_at[512]
+    assert all(at[:2] == (figures, totals) for at in priced_at.values())
+    cpu, waits = 6.0 / (cost.PEER_MEMORY_MB / cost.VCPU_MB), 3 * CALL_MS["dynamodb:GetItem"] + OUTBOUND_HTTP_MS
+    assert figures["notice_ms"] == math.ceil(cpu + waits + INVOKE_OVERHEAD_MS)
+    # Interlude's own notice is billed at the size it is given.
+    assert priced_at[128][2] > priced_at[512][2] > priced_at[1024][2]
 
 
 def test_storage_is_priced_from_each_items_own_expiry_and_an_item_without_one_is_kept_for_ever() -> None:

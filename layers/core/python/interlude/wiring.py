@@ -144,6 +144,9 @@ class Function(NamedTuple):
     name: str
     # Module path under functions/<name>/ whose `lambda_handler` is the entry point.
     handler: str
+    # MB, and with it the function's share of a vCPU (one at 1,769 MB): billed per GB-second. A function that mostly
+    # waits on another's server is sized down to what its CPU and the goal's concurrency still allow (docs/adr/0171);
+    # a deployment may tune it (interlude_cdk.InterludeProps.memory_mb).
     memory_mb: int = 512
     timeout_s: int = 29
     # DynamoDB actions this function's role is granted on the table (least privilege).
@@ -332,6 +335,11 @@ FUNCTIONS: tuple[Function, ...] = (
         handler="handler.lambda_handler",
         # A batch is CALLBACK_BATCH_SIZE attempts of at most 15 s each (one after another for the notices of one run).
         timeout_s=90,
+        # A notice waits ≈ 100 ms on its POST and reads against ≈ 6 ms of CPU (its TLS handshake included): a larger
+        # share of a vCPU would mostly be billed waiting. Not below: at full batches the CPU of a batch's four notices
+        # is what holds an instance, and the goal's 2,000 lifecycles/s then needs ≈ 190 of CALLBACK_CONCURRENCY's 250
+        # (bench/ceiling.py); a cold start's import and first notice take ≈ 1.4 s at this share (docs/adr/0171).
+        memory_mb=256,
         description="Callback notices from the SQS queue to tenant URLs: egress-checked, pinned, signed, retried",
         consumes="callbacks",
         batch_size=CALLBACK_BATCH_SIZE,
@@ -428,6 +436,10 @@ FUNCTIONS: tuple[Function, ...] = (
         handler="handler.lambda_handler",
         # A batch is CALLBACK_BATCH_SIZE notifications, each at most one e-mail and one Slack post of 15 s.
         timeout_s=150,
+        # A notification waits on SES or Slack and its reads (≈ 60 ms and more) against ≈ 15 ms of CPU: sized as
+        # callbacks; a person reads the mail, so a cold start's ≈ 1.7 s at this share is not what they wait on
+        # (docs/adr/0171).
+        memory_mb=256,
         description="Notifications (issue 14): personal decision links by e-mail (SES) and Slack; retried, dead-lettered",
         consumes="notifications",
         batch_size=CALLBACK_BATCH_SIZE,

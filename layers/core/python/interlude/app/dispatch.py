@@ -20,8 +20,10 @@ failed fails as a handler's failure does, before its handlers run.
 A new run's first event batch may be put before the transaction that writes its run's head (docs/adr/0165), so it can
 come here before the head exists: while it is younger than wiring.NEW_RUN_BATCH_WAIT_S it is not ready
 (HeadNotYetCommitted: it goes again, its run's later records after it), and once older it is an orphan, a create that
-never committed: dropped, nothing of it dispatched, its audit draft never appended, with a WARNING line and one
-`count_orphan()` (the entry point's metric: operators alarm on it). Any other batch read without its head is of a run
+never committed: dropped, nothing of it dispatched, its audit draft never appended, with one `count_orphan()` (the
+entry point's metric: operators alarm on it) and a WARNING line naming what an operator looks up (docs/operations.md
+§7): the tenant, the run, the event item's key and how long after its events were stamped it was dropped (a run found
+later is a create that committed after the wait). Any other batch read without its head is of a run
 deleted since, handled as before.
 """
 
@@ -32,11 +34,13 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from interlude.domain.ids import tenant_of
 from interlude.store.stream import (
     HELD_FOLLOWERS,
     carried_audit_draft,
     closed_inbox_entries,
     new_run_batch_stamped,
+    record_key,
     stream_events,
 )
 from interlude.wiring import NEW_RUN_BATCH_FIRST_RETRY_S, NEW_RUN_BATCH_WAIT_S
@@ -217,10 +221,18 @@ def handle_batch(
                     failed[record_id] = HeadNotYetCommitted(f"run {run_id} is not created yet")
                     continue
                 if record_id in orphans:
+                    pk, sk = record_key(record)
                     logger.warning(
-                        "a new run's event batch whose run was never created (its create crashed or was refused);"
-                        " dropped",
-                        extra={"runId": run_id, "orphanBatch": record_id},
+                        "a new run's event batch whose run head never came (its create crashed or was refused, or"
+                        " committed after the wait); dropped",
+                        extra={
+                            "tenant": tenant_of(run_id),
+                            "runId": run_id,
+                            "pk": pk,
+                            "sk": sk,
+                            "waitedSeconds": round(orphans[record_id], 1),
+                            "orphanBatch": record_id,
+                        },
                     )
                     count_orphan()
                     continue
@@ -243,18 +255,22 @@ def handle_batch(
 
 def _without_head(
     groups: dict[str, list[tuple[str, dict[str, Any]]]], heads: dict[str, tuple[RunState, int]], now_s: float
-) -> tuple[set[str], set[str]]:
+) -> tuple[set[str], dict[str, float]]:
     """Of the records whose run's head the batch did not find, the new runs' first batches still waiting for it (younger
-    than NEW_RUN_BATCH_WAIT_S) and the orphans (older), by record id."""
+    than NEW_RUN_BATCH_WAIT_S) and the orphans (older: the seconds since their events were stamped), by record id."""
     waiting: set[str] = set()
-    orphans: set[str] = set()
+    orphans: dict[str, float] = {}
     for run_id, records in groups.items():
         if not run_id or run_id in heads:
             continue
         for record_id, record in records:
             stamped = new_run_batch_stamped(record)
-            if stamped is not None:
-                (waiting if now_s - stamped < NEW_RUN_BATCH_WAIT_S else orphans).add(record_id)
+            if stamped is None:
+                continue
+            if now_s - stamped < NEW_RUN_BATCH_WAIT_S:
+                waiting.add(record_id)
+            else:
+                orphans[record_id] = now_s - stamped
     return waiting, orphans
 
 

@@ -89,8 +89,7 @@ def carried_audit_draft(record: dict[str, Any]) -> tuple[str, AuditDraft] | None
     draft = audit_log.carried_draft(new_image(record))
     if draft is None:
         return None
-    keys = record["dynamodb"]["Keys"]
-    return audit_log.draft_source(keys[wiring.PARTITION_KEY]["S"], keys[wiring.SORT_KEY]["S"]), draft
+    return audit_log.draft_source(*record_key(record)), draft
 
 
 def closed_inbox_entries(record: dict[str, Any]) -> list[tuple[str, a.Item]]:
@@ -107,6 +106,12 @@ def new_image(record: dict[str, Any]) -> a.Item:
     image: a.Item = record["dynamodb"].get("NewImage") or {}
     check_item(image)
     return image
+
+
+def record_key(record: dict[str, Any]) -> tuple[str, str]:
+    """(pk, sk) of a stream record's item."""
+    keys = record["dynamodb"]["Keys"]
+    return keys[wiring.PARTITION_KEY]["S"], keys[wiring.SORT_KEY]["S"]
 
 
 def record_run_id(record: dict[str, Any]) -> str | None:
