@@ -334,6 +334,13 @@ def test_the_previous_release_reads_what_this_one_wrote(
     runs["new-waiting"] = created[1]["runId"]
     long_head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-waiting"]), "RUN"))
     assert json.loads(zlib.decompress(long_head["Item"]["state"]["B"]))["v"] == formats.HEAD_PARTS_ELSEWHERE
+    # ... and its gate's item in format 12 (ADR 0169): its text deflated against its node, which the rollback reads back
+    (long_item,) = boto3.client("dynamodb").query(
+        TableName=up.world.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :i)",
+        ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-waiting"])), ":i": a.s("I#")},
+    )["Items"]
+    assert long_item[formats.FORMAT_FIELD] == a.n(formats.GATE_PAYLOAD_AGAINST_DEFINITION)
     # A ModuleX gate whose message is large: its head and its create's batch hold its title's words (ADR 0142)
     asked = {"workflow": instructed_example(), "input": {"request": "a refund"}}
     created = up.http("POST", "/workflows/run", asked)

@@ -122,9 +122,8 @@ ENTRIES_TABLE_WRITTEN = True
 # outbox's, not of an item, shipped as a format is; docs/adr/0165).
 CREATE_BATCH_PUT_BEFORE_WRITTEN = True
 # Whether a gate's interrupt item is written in format 12 (its payload deflated against its node), where its node says
-# enough (store/gate_payloads.DICTIONARY_MIN): not yet, as 0.6.0 does not read it; from the release after the one that
-# first reads it (0.7.0, docs/adr/0169).
-GATE_PAYLOAD_AGAINST_DEFINITION_WRITTEN = False
+# enough (store/gate_payloads.DICTIONARY_MIN): from 0.8.0, whose previous release (0.7.0) reads it (docs/adr/0169).
+GATE_PAYLOAD_AGAINST_DEFINITION_WRITTEN = True
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:
