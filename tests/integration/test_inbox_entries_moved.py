@@ -22,6 +22,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.auth import run_resolver
 from interlude.store import attributes as a
 from interlude.store import layout
+from interlude.store import migrations as migration_store
 from interlude.store.checkpoints import MIGRATION_PK, finished
 from interlude.store.facade import Store
 from interlude.store.inbox import CLOSED_ENTRIES, ENTRIES_TABLE
@@ -219,6 +220,25 @@ def test_a_gate_claimed_while_its_move_is_in_flight_is_moved_with_its_claim(serv
     assert marks(services, run_id) == (SECOND, SECOND)
     fresh = Services(Store(world.table, world.entries_table))
     assert pages(fresh, people["olga"])["mine"] == [run_id]
+
+
+def test_entries_past_what_the_transaction_holds_are_put_before_it_and_taken_back_when_it_is_refused(
+    services, people, world, monkeypatch
+):
+    # A transaction of three items: the head's update, the item's, one entry; a gate's second entry is put before it
+    monkeypatch.setattr(migration_store, "TRANSACT_MAX_ITEMS", 3)
+    closing, kept = open_gate(services, people), open_gate(services, people)
+    racing(monkeypatch, lambda: services.decisions.resolve(
+        *services.runs.load_run(world.tenant, closing), "gate", {"action": "accept"}, run_resolver(people["olga"])
+    ))
+
+    moved(services)
+
+    # The closed gate's entry put before its refused move is taken back; the other gate is moved whole
+    second = entries(world, world.entries_table)
+    assert set(second) == {kept}
+    assert len(second[kept]) == 2
+    assert entries(world) == {}
 
 
 def test_a_move_run_again_moves_nothing(services, people, world):

@@ -69,7 +69,7 @@ def _moved(migrating: MigrationStore, head: a.Item | None, run_id: str, gate: st
             # Those the page read that name the gate under another key too (a losing transition's, put with its own time).
             inbox.delete_keys(_keys([*entries, *found]))
             return len(entries)
-        head = migrating.head(run_pk(run_id))
+        head = migrating.heads([run_pk(run_id)]).get(run_pk(run_id))
     raise StillMoving(run_id)
 
 
@@ -79,4 +79,3 @@ def _keys(items: list[a.Item]) -> list[a.Item]:
 
 def _pair(item: a.Item) -> tuple[str, str]:
     return item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]
-

@@ -221,13 +221,9 @@ class MigrationStore:
                 raise
         return True
 
-    def head(self, pk: str) -> a.Item | None:
-        """A run head as stored (its state not unpacked, its version), read strongly consistently; None: gone."""
-        got = self.client.get_item(TableName=self.table, Key=a.key(pk, RUN_SK), ConsistentRead=True)
-        return got.get("Item")
-
     def heads(self, pks: list[str]) -> dict[str, a.Item]:
-        """`head` of each of `pks` (BatchGetItem), by partition key; a run that is gone is left out."""
+        """The run heads at `pks` as stored (their state not unpacked, their version), read strongly consistently
+        (BatchGetItem), by partition key; a run that is gone is left out."""
         keys = [a.key(pk, RUN_SK) for pk in dict.fromkeys(pks)]
         return {i[wiring.PARTITION_KEY]["S"]: i for i in batch_get(self.client, self.table, keys, ConsistentRead=True)}
 
@@ -241,7 +237,6 @@ class MigrationStore:
         one transaction over both tables, on condition that the head is still at `version` (False, nothing written: a
         transition moved the run since, a claim's or a close's, from what it read). Entries past what the transaction
         holds besides the two updates are put before it, and taken back if it is refused."""
-        mark = {":second": a.s(SECOND)}
         head = {
             "Update": {
                 "TableName": self.table,
@@ -258,7 +253,7 @@ class MigrationStore:
                 "Key": a.key(pk, interrupt_sk(interrupt_key)),
                 "UpdateExpression": f"SET {ENTRIES_TABLE} = :second",
                 "ConditionExpression": "attribute_exists(sk)",
-                "ExpressionAttributeValues": mark,
+                "ExpressionAttributeValues": {":second": a.s(SECOND)},
             }
         }
         room = TRANSACT_MAX_ITEMS - 2
@@ -271,7 +266,7 @@ class MigrationStore:
         except ClientError as exc:
             if not a.first_condition_failed(exc) and not _conflicted(exc):
                 raise
-            inbox.delete_keys([_key(e) for e in before], SECOND)
+            inbox.delete_keys([a.key(*_key_of(e)) for e in before], SECOND)
             return False
         return True
 
@@ -290,10 +285,6 @@ def _conflicted(exc: ClientError) -> bool:
     """Whether a cancelled transaction met another one under way on one of its items (nothing written: try again)."""
     reasons = exc.response.get("CancellationReasons") or []
     return any(r.get("Code") == "TransactionConflict" for r in reasons)
-
-
-def _key(item: a.Item) -> a.Item:
-    return {k: item[k] for k in (wiring.PARTITION_KEY, wiring.SORT_KEY)}
 
 
 def _key_of(item: a.Item) -> tuple[str, str]:
