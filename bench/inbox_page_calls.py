@@ -28,7 +28,7 @@ from interlude.domain.models.tenants import TenantSettings  # noqa: E402
 from interlude.store.attributes import key  # noqa: E402
 from interlude.store.checkpoints import MIGRATION_PK  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.layout import ENTRIES_MOVED  # noqa: E402
+from interlude.store.layout import ENTRIES_MOVED, FIRST, SECOND  # noqa: E402
 from interlude.store.migrations import MigrationStore  # noqa: E402
 from tests.support.inbox_seed import gate_template, seed_like, table_of_its_own  # noqa: E402
 
@@ -72,7 +72,7 @@ def placed(store: Store, moved: bool) -> Services:
     else:
         store.client.delete_item(TableName=store.table, Key=key(MIGRATION_PK, ENTRIES_MOVED))
     fresh = Services(store)
-    assert fresh.inbox_index.read_tables() == (("entries",) if moved else ("first", "entries"))
+    assert fresh.inbox_index.read_tables() == ((SECOND,) if moved else (FIRST, SECOND))
     return fresh
 
 
