@@ -31,8 +31,8 @@ from tests.support.stream import Stream
 
 MAX_ATTEMPTS = 2
 # Where each release writes both families' new items, and reads them.
-READER = layout.Placement(written=FIRST, read=(FIRST, SECOND))
-WRITER = layout.Placement(written=SECOND, read=(FIRST, SECOND))
+READER = layout.Placement(written=FIRST, either=(FIRST, SECOND))
+WRITER = layout.Placement(written=SECOND, either=(FIRST, SECOND))
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t"}}
 
 

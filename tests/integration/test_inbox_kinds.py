@@ -10,6 +10,7 @@ import pytest
 from interlude import wiring
 from interlude.api.inbox import inbox_query
 from interlude.store import attributes as a
+from interlude.store.provisioning import entries_table_beside
 from interlude.store.sharded import family_pks
 from tests.integration.conftest import signed_in
 from tests.support.inbox_seed import gate_template, seed_like, table_of_its_own
@@ -43,12 +44,13 @@ def walk(services, principal, query: dict[str, str]) -> list[list[dict]]:
 
 
 def kind_entries(client, tenant: str, kind: str) -> list[dict]:
-    """The tenant's entries in `kind`'s family (a Query of each of its partitions)."""
+    """The tenant's entries in `kind`'s family (a Query of each of its partitions, in both tables: docs/adr/0161)."""
     return [
         item
+        for table in (TABLE, entries_table_beside(TABLE))
         for pk in family_pks(tenant, wiring.INBOX, f"KIND#{kind}")
         for item in client.query(
-            TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)}
+            TableName=table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)}
         )["Items"]
     ]
 

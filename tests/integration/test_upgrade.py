@@ -40,6 +40,7 @@ from interlude.store import attributes as a
 from interlude.store import audit as audit_items
 from interlude.store import gate_closes
 from interlude.store.facade import Store
+from interlude.store.inbox import ENTRIES_TABLE
 from interlude.store.layout import run_pk
 from tests.support.local_stack import wire
 from tests.support.modulex_example import instructed_example
@@ -185,6 +186,38 @@ def open_interrupts(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def opened_in_the_first_table(up: Upgraded) -> int:
+    """The dump's open gates as a release before 0.6.0 opened them (since 0.6.0 a new gate's entries are in the second
+    table: docs/adr/0161): their inbox entries in the first table, their heads and items unmarked. How many entries
+    were put there."""
+    client = boto3.client("dynamodb")
+    entries = [i for i in scanned_items(up.world.entries_table) if f"#{wiring.INBOX.prefix}#" in i["pk"]["S"]]
+    load(up.world.table, [encoded(i) for i in entries])
+    for item in entries:
+        client.delete_item(TableName=up.world.entries_table, Key=a.key(item["pk"]["S"], item["sk"]["S"]))
+    for item in scanned_items(up.world.table):
+        if item["sk"]["S"] == "RUN":
+            state = json.loads(zlib.decompress(item["state"]["B"]))
+            for gate in state.get("interrupts", {}).values():
+                gate.pop(ENTRIES_TABLE, None)
+            client.put_item(TableName=up.world.table, Item={**item, "state": a.packed_json(a.compact(state))})
+        elif ENTRIES_TABLE in item:
+            client.put_item(TableName=up.world.table, Item={k: v for k, v in item.items() if k != ENTRIES_TABLE})
+    return len(entries)
+
+
+def inboxes(up: Upgraded) -> dict[str, list[str]]:
+    """What each inbox lists (the admin's, the ops member's; newest and due first), by interrupt, as the api answers."""
+    lambda_runtime.fresh_instances()  # an instance started now: it asks afresh where the entries are
+    pages = {}
+    for who, key in (("admin", up.admin), ("ops", up.dump["made"]["opsKey"])):
+        for order in ("newest", "due"):
+            status, page = up.http("GET", f"/interrupts?limit=100&sort={order}", key=key)
+            assert status == 200, page
+            pages[f"{who} {order}"] = [i["interruptId"] for i in page["interrupts"]]
+    return pages
+
+
 def resume_value(payload: dict[str, Any]) -> Any:
     """A value each kind of gate accepts (a credential is declined: granting needs the provider's grant)."""
     kind = payload["kind"]
@@ -199,9 +232,18 @@ def resume_value(payload: dict[str, Any]) -> Any:
 
 def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> None:
     up, dump = upgraded, upgraded.dump
+    # Its gates opened before it wrote the second table: their inbox entries in the first (docs/adr/0170)
+    in_first = opened_in_the_first_table(up)
+    listed = inboxes(up)
+    assert in_first
+    assert len(listed["ops newest"]) > 1
     # The migrations run, as a deploy runs them
     outcome = migrations.run_pending(up.services.store, "deploy")
     assert outcome.complete
+    # ... moving every open gate's entries to the second table, after which a page reads that alone and lists the same
+    assert not [i for i in scanned_items(up.world.table) if f"#{wiring.INBOX.prefix}#" in i["pk"]["S"]]
+    assert inboxes(up) == listed
+    assert all(len(gates) == len(set(gates)) for gates in listed.values())
     # ... the last deleting the approvals' entries in their kind's family, which no release reads since 0.4.0 (ADR 0160)
     by_kind = f"#{wiring.INBOX.prefix}#KIND#approval#"
     if release_of(dump) < (0, 5, 0):  # the releases before put an approval's entry in its kind's family
@@ -317,6 +359,8 @@ def test_the_previous_release_reads_what_this_one_wrote(
     upgraded: Upgraded, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     up, dump = upgraded, upgraded.dump
+    # Its gates' entries in the first table, moved to the second by this release's migration (docs/adr/0170)
+    assert opened_in_the_first_table(up)
     assert migrations.run_pending(up.services.store, "deploy").complete
     notices = notices_in_one_delivery(up, receiver, monkeypatch)
     # This release writes: new runs in several states (created by a key: the run records it), decisions, settings
@@ -378,6 +422,9 @@ def test_the_previous_release_reads_what_this_one_wrote(
         if label == audit_items.ENTRY_LABEL:
             log.client.put_item(TableName=up.world.table, **op["Put"])
 
+    # The gates this release's ops member has in their inbox: those it moved, and those it opened
+    ours = inboxes(up)["ops newest"]
+
     # When the previous release is deployed again over that table (and the deployment's secrets) and reads it all
     secrets = boto3.client("secretsmanager")
     scan = boto3.client("dynamodb").get_paginator("scan").paginate
@@ -400,6 +447,8 @@ def test_the_previous_release_reads_what_this_one_wrote(
     assert seen["failures"] == [], "\n".join(seen["failures"])
     assert seen["seen"]["runs"] == wrote
     assert seen["seen"]["listed"] == len([i for i in rolled_back["items"] if i["sk"]["S"] == "RUN"])
+    # (it reads the marks of the gates this release moved to the second table, and lists each: format 11)
+    assert seen["seen"]["inbox"] == len(ours)
     assert seen["seen"]["settings"]["eventRetentionHours"] == 72
     # A kind filter lists the gate this release opened, which has no entry in its kind's family (ADR 0160)
     assert runs["new-waiting"] in seen["seen"]["approvals"]

@@ -1,7 +1,7 @@
 """Many pending interrupts in a moto table, fast: for the inbox scale and kinds tests and bench/inbox_page_calls.py.
 
 Items are the store's own (store/run_items: each interrupt item and its run's head as a transition writes them, and
-its inbox entries as store/inbox.py makes them), put straight into moto's table (tests/support/seeded_runs.put_straight:
+its inbox entries as store/inbox.py makes them, in the table the gate's marks name), put straight into moto's table (tests/support/seeded_runs.put_straight:
 moto's item and its size check, without serialising tens of thousands of items through botocore, nor a stream record
 each: a page reads no events).
 """
@@ -74,5 +74,8 @@ def seed_like(store: Store, template: tuple[Any, Any], start: int, stop: int, pr
         )
         opened.append((state.model_copy(update={"runId": run_id, "interrupts": {raised.nodeId: raised}}), raised))
     items = [item for state, i in opened for item in (head_put(state)["Item"], interrupt_put(state, i, 0)["Item"])]
-    items += [item for state, i in opened for item in Entry.of(state.tenant, state.runId, state.workflowId, i).items()]
     put_straight(store.client, store.table, items)
+    # Each gate's entries in the table its marks name (docs/adr/0161: the second, as this release opens a gate)
+    entries = [Entry.of(state.tenant, state.runId, state.workflowId, i) for state, i in opened]
+    for where in {e.where for e in entries}:
+        put_straight(store.client, store.table_named(where), [item for e in entries if e.where == where for item in e.items()])

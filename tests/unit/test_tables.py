@@ -29,11 +29,12 @@ def test_a_store_refuses_to_start_without_the_second_tables_name():
             Table("interlude", missing)  # type: ignore[arg-type]
 
 
-def test_only_the_api_puts_into_the_second_table_and_no_function_batch_reads_it():
-    # The one Put the second table receives is an inbox entry's in the transaction of a gate-assigned event
+def test_only_the_api_and_the_entries_move_put_into_the_second_table_and_no_function_batch_reads_it():
+    # The Puts the second table receives are inbox entries' in a transaction: a gate-assigned event's
     # (store/transitions.transition_items), which only a claim, release or assignment makes (app/claims.py: the api's
-    # routes and console); a delivery record is created and updated with UpdateItem (store/leases). No path of this
-    # release or of 0.5.0 sends the second table a BatchGetItem (ADR 0161, "Grants no call used").
+    # routes and console), and migration 0011's, which moves a gate's entries there with its marks (ADR 0170); a
+    # delivery record is created and updated with UpdateItem (store/leases). No path of this release or of 0.5.0 sends
+    # the second table a BatchGetItem (ADR 0161, "Grants no call used").
     putting = {spec.name for spec in wiring.FUNCTIONS if "dynamodb:PutItem" in spec.entries_table_actions}
     batch_reading = {spec.name for spec in wiring.FUNCTIONS if "dynamodb:BatchGetItem" in spec.entries_table_actions}
-    assert (putting, batch_reading) == ({"api"}, set())
+    assert (putting, batch_reading) == ({"api", "migrate"}, set())

@@ -485,12 +485,15 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:BatchWriteItem",
         ),
         # The inbox entries' backfills read and write the first table only (store/migrations.py); 0010 deletes
-        # approval-kind entries in both (BatchWriteItem). A run's retention sets its delivery records' and entries'
-        # expiry (Query, UpdateItem); the daily sweep reads a replayed delivery (GetItem) it queues again, and passes
-        # over the second table (Scan: its delivery records, migrations/sweeps.records_sweep). No PutItem or
-        # BatchGetItem: no path of 0.5.0 or this release sends either to this table (ADR 0161).
+        # approval-kind entries in both (BatchWriteItem); 0011 puts the open gates' entries here in the transaction
+        # that marks their gates (PutItem: ADR 0170) and deletes their leftovers (BatchWriteItem). A run's retention
+        # sets its delivery records' and entries' expiry (Query, UpdateItem); the daily sweep reads a replayed delivery
+        # (GetItem) it queues again, and passes over the second table (Scan: its delivery records,
+        # migrations/sweeps.records_sweep). No BatchGetItem: no path of 0.6.0 or this release sends one to this table
+        # (ADR 0161).
         entries_table_actions=(
             "dynamodb:GetItem",
+            "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
             "dynamodb:Scan",

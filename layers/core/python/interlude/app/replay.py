@@ -485,7 +485,7 @@ class Replay:
     def _ledger_of(self, family: Family) -> tuple[str, str, tuple[str, ...]]:
         """The sort-key prefix and dead status of a run's ledger items of `family`, and the tables they may be in."""
         if family == "callback-deliveries":
-            return notice_sk(CALLBACK_PREFIX), self.deliveries.DEAD, layout.DELIVERY_RECORDS.read
+            return notice_sk(CALLBACK_PREFIX), self.deliveries.DEAD, layout.DELIVERY_RECORDS.read()
         return NOTIFICATION_PREFIX, self.notifications.DEAD, (layout.FIRST,)
 
 

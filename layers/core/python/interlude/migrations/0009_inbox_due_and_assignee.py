@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from interlude.domain.models.run import state_from_json
 from interlude.store import attributes as a
 from interlude.store.inbox import Entry
+from interlude.store.layout import FIRST
 from interlude.store.migrations import RUN_HEADS, MigrationStore
 
 if TYPE_CHECKING:
@@ -28,7 +29,11 @@ def apply(store: Store, heads: list[a.Item]) -> int:
     for head in heads:
         state = state_from_json(a.unpacked_json(head["state"]))
         for interrupt in state.interrupts.values():
-            gates.append((head, Entry.of(state.tenant, state.runId, state.workflowId, interrupt).items()))
+            entry = Entry.of(state.tenant, state.runId, state.workflowId, interrupt)
+            # A gate whose entries are in the second table (marked: format 11) was opened, or moved there (0011), by a
+            # release that writes both fields; this one's reads and writes are the first table's.
+            if entry.where == FIRST:
+                gates.append((head, entry.items()))
     stale = {(i["pk"]["S"], i["sk"]["S"]) for i in migrating.differing([i for _, e in gates for i in e], FIELDS)}
     written = 0
     for head, entries in gates:

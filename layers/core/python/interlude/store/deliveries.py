@@ -127,7 +127,7 @@ class DeliveryStore(Ledger[Notice]):
         """The bundle (format 10) a notice of the run was delivered in, and its item (plain); None: in none. Its key
         names its first notice with a suffix, and a later notice not at all: the run's notice items are read, in every
         table a record may be in."""
-        for where in layout.DELIVERY_RECORDS.read:
+        for where in layout.DELIVERY_RECORDS.read():
             for item in self._query(a.s(run_pk(run_id)), NOTICE_SK_PREFIX, where):
                 held = a.plain(item)
                 check_format(held)
@@ -139,7 +139,7 @@ class DeliveryStore(Ledger[Notice]):
     def located(self, ref: Notice) -> tuple[Notice, dict[str, Any]] | None:
         """The record of a delivery whose table is not known (a replay names a notice by its id alone), with `ref`
         naming the table it was found in; None: in neither."""
-        for where in layout.DELIVERY_RECORDS.read:
+        for where in layout.DELIVERY_RECORDS.read():
             here = replace(ref, where=where)
             held = self.read(here)
             if held is not None:
@@ -151,7 +151,7 @@ class DeliveryStore(Ledger[Notice]):
         kept history, and the attempt items of the releases before (a delivery's earlier attempts may be there)."""
         pk = a.s(run_pk(run_id))
         states: list[dict[str, Any]] = []
-        for where in layout.DELIVERY_RECORDS.read:
+        for where in layout.DELIVERY_RECORDS.read():
             if notice_id is None:
                 states += self._query(pk, NOTICE_SK_PREFIX, where)
             else:

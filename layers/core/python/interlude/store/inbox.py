@@ -34,6 +34,7 @@ from interlude.domain.clock import epoch_of, iso
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import gate_closes, gate_payloads, layout, sharded
+from interlude.store.checkpoints import finished
 from interlude.store.layout import FIRST, INTERRUPT_SK_PREFIX, RUN_SK, SECOND, interrupt_sk, run_pk
 from interlude.store.table import BATCH_GET_MAX, BATCH_WRITE_MAX, batch_get_answers, batch_write_all
 
@@ -242,11 +243,28 @@ class InboxPage(NamedTuple):
 
 
 
+# How long a process that found the entries' move (layout.ENTRIES_MOVED) not done yet reads both tables before it asks
+# again; once done, it never asks again.
+MOVE_ASKED_AGAIN_S = 300.0
+
+
 class InboxIndex:
     def __init__(self, table: str, client: Any, entries_table: str) -> None:
         self.table = table
         self.client = client
         self.tables = {FIRST: table, SECOND: entries_table}
+        self._moved = False
+        self._asked_at: float | None = None
+
+    def read_tables(self) -> tuple[str, ...]:
+        """The tables a page reads its entries in (layout.INBOX_ENTRIES.read): the second alone once the deployment's
+        migration moved the first's there (docs/adr/0170), asked of its checkpoint once per index (one a process:
+        composition.Services.inbox_index) and, while not done, again after MOVE_ASKED_AGAIN_S."""
+        moved_by = layout.INBOX_ENTRIES.moved_by
+        now = time.monotonic()
+        if moved_by is not None and not self._moved and (self._asked_at is None or now - self._asked_at >= MOVE_ASKED_AGAIN_S):
+            self._moved, self._asked_at = finished(self.client, self.table, moved_by), now
+        return layout.INBOX_ENTRIES.read(self._moved)
 
     # -- writes -----------------------------------------------------------------------------------------
 
@@ -299,8 +317,9 @@ class InboxIndex:
         round of the first and, once it is read to its end, one of the second: at most two rounds, whatever the
         tenant holds."""
         wanted = wanted or EntryFilter()
-        streams = _in_tables([pk for family in families for pk in sharded.family_pks(tenant, INDEX, family)])
-        due = _in_tables(sharded.family_pks(tenant, INDEX, DUE_FAMILY)) if order == "due" else []
+        tables = self.read_tables()
+        streams = _in_tables([pk for family in families for pk in sharded.family_pks(tenant, INDEX, family)], tables)
+        due = _in_tables(sharded.family_pks(tenant, INDEX, DUE_FAMILY), tables) if order == "due" else []
         streams = due + [pk for pk in streams if pk not in due]
         if cursor is None:
             positions = sharded.Positions(after=dict.fromkeys(streams))
@@ -399,9 +418,12 @@ class InboxIndex:
 _SECOND_TABLE_STREAM = "@" + SECOND
 
 
-def _in_tables(pks: list[str]) -> list[str]:
-    """The streams of partitions `pks` in every table an inbox entry may be in (layout.INBOX_ENTRIES.read)."""
-    return [pk + ("" if where == FIRST else _SECOND_TABLE_STREAM) for where in layout.INBOX_ENTRIES.read for pk in pks]
+def _in_tables(pks: list[str], tables: tuple[str, ...]) -> list[str]:
+    """The streams of partitions `pks` in `tables` (InboxIndex.read_tables). Each partition's stream of the first
+    table sorts before its second's (read_page queries them in that order), so a page that meets a gate's entries
+    during their move (migration 0011: put in the second, then deleted from the first) finds them in one or both, and
+    lists the gate once (read_page consumes entries of one sort key together)."""
+    return [pk + ("" if where == FIRST else _SECOND_TABLE_STREAM) for where in tables for pk in pks]
 
 
 def _stream_table(stream: str) -> str:

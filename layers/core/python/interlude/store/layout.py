@@ -44,7 +44,8 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
                                                           ttl: its latest subscription's + API Gateway's 2 hours
   -- the second table (wiring.ENTRIES_TABLE, docs/adr/0161): a moved family's items may be in either table
      (MOVED_FAMILIES: where this release writes a new one, where its reads look); a mark (TABLE_MARK = SECOND)
-     names the second, no mark the first; every other family is in the first
+     names the second, no mark the first; every other family is in the first. Migration 0011 moves the open
+     gates' inbox entries to the second, after which reads look there alone (docs/adr/0170)
   inbox entry  T#{tenant}#INBOX#…        {at}#{interruptId}  either table, a gate's all in one: its head's open
                                                           interrupt and its item mark it (entriesTable), a closing
                                                           batch's closedEntries mark each key (store/inbox.py)
@@ -74,18 +75,29 @@ TABLE_MARK = "table"
 
 
 class Placement(NamedTuple):
-    """Where a moved family's new items are written, and the tables its reads look in (every table an item may be in:
-    those this release writes, and those the release before wrote)."""
+    """Where a moved family's new items are written, and the tables its reads look in."""
 
     written: str
-    read: tuple[str, ...]
+    # Every table an item may be in while the deployment may hold them in either (those this release writes, and
+    # those the release before wrote).
+    either: tuple[str, ...]
+    # The migration (its id) that moves every item still in another table to `written`'s, after which reads look there
+    # alone; None: none does, reads look in `either` for ever.
+    moved_by: str | None = None
+
+    def read(self, moved: bool = False) -> tuple[str, ...]:
+        """The tables a read looks in; `moved`: `moved_by` is done in the deployment (store/checkpoints.finished)."""
+        return (self.written,) if moved and self.moved_by is not None else self.either
 
 
-# Reads look in both tables while a deployment may hold items in either (until a release copies them: docs/adr/0161);
-# new items go to the second once this release writes format 11 (domain/formats.ENTRIES_TABLE_WRITTEN).
+# The migration that moves the open gates' inbox entries from the first table to the second (docs/adr/0170).
+ENTRIES_MOVED = "0011"
+# Reads look in both tables while a deployment may hold items in either: the inbox's until ENTRIES_MOVED is done, the
+# delivery records' until they expire (docs/adr/0161); new items go to the second once this release writes format 11
+# (domain/formats.ENTRIES_TABLE_WRITTEN).
 _WRITTEN = SECOND if ENTRIES_TABLE_WRITTEN else FIRST
-INBOX_ENTRIES = Placement(written=_WRITTEN, read=(FIRST, SECOND))
-DELIVERY_RECORDS = Placement(written=_WRITTEN, read=(FIRST, SECOND))
+INBOX_ENTRIES = Placement(written=_WRITTEN, either=(FIRST, SECOND), moved_by=ENTRIES_MOVED if ENTRIES_TABLE_WRITTEN else None)
+DELIVERY_RECORDS = Placement(written=_WRITTEN, either=(FIRST, SECOND))
 MOVED_FAMILIES = {"inbox entry": INBOX_ENTRIES, "delivery record": DELIVERY_RECORDS}
 
 

@@ -20,13 +20,11 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.domain.budgets import TRANSACT_MAX_ITEMS
 from interlude.store import attributes as a
-from interlude.store.inbox import InboxIndex
-from interlude.store.layout import FIRST, RUN_SK, SECOND
+from interlude.store.checkpoints import DONE, MIGRATION_PK, RUNNING
+from interlude.store.inbox import ENTRIES_TABLE, InboxIndex
+from interlude.store.layout import FIRST, RUN_SK, SECOND, interrupt_sk
 from interlude.store.table import batch_get, conditionally
 
-MIGRATION_PK = "MIGRATION"
-RUNNING = "running"
-DONE = "done"
 # How long a claim holds without a page recorded (a page's scan and writes take seconds).
 LEASE_S = 120
 
@@ -223,6 +221,55 @@ class MigrationStore:
                 raise
         return True
 
+    def heads(self, pks: list[str]) -> dict[str, a.Item]:
+        """The run heads at `pks` as stored (their state not unpacked, their version), read strongly consistently
+        (BatchGetItem), by partition key; a run that is gone is left out."""
+        keys = [a.key(pk, RUN_SK) for pk in dict.fromkeys(pks)]
+        return {i[wiring.PARTITION_KEY]["S"]: i for i in batch_get(self.client, self.table, keys, ConsistentRead=True)}
+
+    def entries_at(self, keys: list[a.Item]) -> list[a.Item]:
+        """The first table's items at `keys` that exist, whole and strongly consistent (a gate's inbox entries)."""
+        return list(batch_get(self.client, self.table, keys, ConsistentRead=True))
+
+    def move_entries(self, pk: str, version: int, state: bytes, interrupt_key: str, entries: list[a.Item]) -> bool:
+        """Put a gate's inbox `entries` in the second table and mark it there, its run head's (`state`: the head's
+        state holding the mark on the gate's open interrupt, at the next version) and its item's (`entriesTable`), in
+        one transaction over both tables, on condition that the head is still at `version` (False, nothing written: a
+        transition moved the run since, a claim's or a close's, from what it read). Entries past what the transaction
+        holds besides the two updates are put before it, and taken back if it is refused."""
+        head = {
+            "Update": {
+                "TableName": self.table,
+                "Key": a.key(pk, RUN_SK),
+                "UpdateExpression": "SET #state = :state, #version = :next",
+                "ConditionExpression": "#version = :version",
+                "ExpressionAttributeNames": {"#state": "state", "#version": "version"},
+                "ExpressionAttributeValues": {":state": a.packed_json(state), ":version": a.n(version), ":next": a.n(version + 1)},
+            }
+        }
+        item = {
+            "Update": {
+                "TableName": self.table,
+                "Key": a.key(pk, interrupt_sk(interrupt_key)),
+                "UpdateExpression": f"SET {ENTRIES_TABLE} = :second",
+                "ConditionExpression": "attribute_exists(sk)",
+                "ExpressionAttributeValues": {":second": a.s(SECOND)},
+            }
+        }
+        room = TRANSACT_MAX_ITEMS - 2
+        before, within = entries[room:], entries[:room]
+        inbox = InboxIndex(self.table, self.client, self.entries_table)
+        inbox.batch_write([{"PutRequest": {"Item": e}} for e in before], SECOND)
+        puts = [{"Put": {"TableName": self.entries_table, "Item": e}} for e in within]
+        try:
+            self.client.transact_write_items(TransactItems=[head, item, *puts])
+        except ClientError as exc:
+            if not a.first_condition_failed(exc) and not _conflicted(exc):
+                raise
+            inbox.delete_keys([a.key(*_key_of(e)) for e in before], SECOND)
+            return False
+        return True
+
     def _stored(
         self, items: list[a.Item], projection: str, names: dict[str, str] | None = None
     ) -> dict[tuple[str, str], a.Item]:
@@ -232,6 +279,12 @@ class MigrationStore:
         if names:
             read["ExpressionAttributeNames"] = names
         return {_key_of(item): item for item in batch_get(self.client, self.table, keys, **read)}
+
+
+def _conflicted(exc: ClientError) -> bool:
+    """Whether a cancelled transaction met another one under way on one of its items (nothing written: try again)."""
+    reasons = exc.response.get("CancellationReasons") or []
+    return any(r.get("Code") == "TransactionConflict" for r in reasons)
 
 
 def _key_of(item: a.Item) -> tuple[str, str]:
