@@ -437,3 +437,24 @@ def test_a_deploy_that_cannot_queue_its_turn_fails_saying_why(services, world, m
     answered = json.loads(hit.body)
     assert answered["Status"] == "FAILED"
     assert "could not be queued" in answered["Reason"]
+
+
+def test_a_gate_held_against_its_node_goes_through_every_migration_run_again(services, world):
+    """A gate written in format 12 (its payload deflated against its node: ADR 0169) is read by the migrations that
+    read gates (0002's entries from its payload) as by every other read: run again, they find nothing to write."""
+    tenant = world.tenant
+    admin = signed_in(services, tenant=tenant)
+    brief = {"title": "Ship the brief?", "description": "What ships, who signs it off, which figures back it. " * 12}
+    long_gate = {"nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": brief}], "edges": []}
+    services.workflows.put_workflow(admin, "brief", WorkflowDefinition.model_validate(long_gate))
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "brief"})).runId
+    (gate,) = [i for i in items(world) if i["pk"]["S"] == run_pk(run_id) and i["sk"]["S"].startswith("I#")]
+    assert gate["v"] == a.n(12)
+    assert migrations.run_pending(services.store, "first", clock=services.clock).complete
+    delete(world, lambda i: i["pk"]["S"] != "MIGRATION")
+    progress: list[migrations.Progress] = []
+    assert migrations.run_pending(services.store, "again", report=progress.append, clock=services.clock).complete
+    assert sum(p.written for p in progress) == 0
+    member = signed_in(services, "olga", tenant=tenant, scopes=["approvals:respond", "runs:read"])
+    listed = services.inbox.inbox(member, 100, {}, None)["interrupts"]
+    assert [(i["runId"], i["payload"]["data"]["description"]) for i in listed] == [(run_id, brief["description"])]
