@@ -7,6 +7,7 @@ there that does not chain from the head is neither shown nor verified, and writt
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -184,12 +185,8 @@ def test_an_appender_that_stops_before_the_head_leaves_orphans_its_record_adopts
     assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
 
 
-def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(services, tenant, monkeypatch) -> None:
-    marked_chain(services, tenant)
-    log = services.store.audit_log
-    other = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
-    mine = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
-    theirs = [(draft(tenant, "run-c"), "source-c")]
+def raced_after_first_put(monkeypatch: pytest.MonkeyPatch, log: items.AuditLog, race: Callable[[], object]) -> None:
+    """`race` runs right after the first entry `log` puts from now on (another appender's whole append, say)."""
     real_put = log.client.put_item
     puts: list[str] = []
 
@@ -197,11 +194,20 @@ def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(se
         got = real_put(**params)
         puts.append(params["Item"]["sk"]["S"])
         if len(puts) == 1:
-            # The other appender runs whole between this one's first entry and its second: it adopts the first.
-            other.append_drafts(tenant, 0, theirs, 0.0)
+            race()
         return got
 
     monkeypatch.setattr(log.client, "put_item", put_then_race)
+
+
+def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(services, tenant, monkeypatch) -> None:
+    marked_chain(services, tenant)
+    log = services.store.audit_log
+    other = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
+    mine = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
+    theirs = [(draft(tenant, "run-c"), "source-c")]
+    # The other appender runs whole between this one's first entry and its second: it adopts the first.
+    raced_after_first_put(monkeypatch, log, lambda: other.append_drafts(tenant, 0, theirs, 0.0))
     log.append_drafts(tenant, 0, mine, 0.0)
 
     entries = chained(services, tenant)

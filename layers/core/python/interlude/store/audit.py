@@ -196,8 +196,6 @@ class KnownEntries:
 
     def __init__(self, top: int, top_hash: str, rows: Iterable[Row]) -> None:
         self.top, self.top_hash = top, top_hash
-        # The chain's stored head the top chains from (the top itself unless the head lags: docs/adr/0172).
-        self.base: tuple[int, str | None] = (top, top_hash)
         self.rows: deque[Row] = deque()
         self.sources: dict[str, int] = {}
         self.extend_older(reversed(list(rows)))
@@ -205,10 +203,6 @@ class KnownEntries:
     @property
     def bottom(self) -> int:
         return self.rows[0][0] if self.rows else self.top + 1
-
-    def over(self, head: Head) -> bool:
-        """Whether the top lies beyond `head`, the chain's stored head, and chains from it (docs/adr/0172)."""
-        return self.top > head.seq and self.base == (head.seq, head.hash)
 
     def under(self, head: Head) -> bool:
         """Whether `head` may be this chain's now: at the top (the same hash) or past it."""
@@ -225,7 +219,6 @@ class KnownEntries:
             if row[2] is not None:
                 self.sources[row[2]] = row[0]
         self.top, self.top_hash = head.seq, str(head.hash)
-        self.base = (self.top, self.top_hash)
 
     def extend_older(self, rows: Iterable[Row]) -> None:
         """The entries below the bottom, newest first."""
@@ -421,7 +414,7 @@ class AuditLog:
                 # Entries appended since the first of these actions, newest first: any of these sources among them
                 # was appended by an earlier delivery. Not read again while the head is the one this append wrote.
                 # Nor among the orphans it adopts (its own draft, put by a delivery that stopped before the head).
-                found = self.sources_since(tenant, chain, tail, since, {source for _, source in waiting}, head)
+                found = self.sources_since(tenant, chain, tail, since, {source for _, source in waiting})
                 if orphans is not None:
                     found |= orphans.sources
                 waiting = [(draft, source) for draft, source in waiting if source not in found]
@@ -434,10 +427,9 @@ class AuditLog:
             if not (orphans is not None and orphans.stale):
                 lag = self._lags(head, moved.seq)
                 if self._append_plain(tenant, chain, head, items, moved, lag):
-                    stored = head if lag else moved
-                    self._know_appended(tenant, chain, chunk, tail, moved, stored)
+                    self._know_appended(tenant, chain, chunk, tail, moved)
                     written = moved
-                    head, orphans = stored, (Orphans(moved.seq, moved.hash, appended=moved.appended_at) if lag else None)
+                    head, orphans = (head, Orphans(moved.seq, moved.hash, appended=moved.appended_at)) if lag else (moved, None)
                     waiting = waiting[len(chunk) :]
                     continue
                 lost += 1
@@ -466,7 +458,7 @@ class AuditLog:
                 taken = any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[1:])
                 orphans = self.orphans(tenant, chain, head) if taken and not moved_on else None
                 continue
-            self._know_appended(tenant, chain, chunk, tail, moved, moved)
+            self._know_appended(tenant, chain, chunk, tail, moved)
             head = written = moved
             orphans = None
             waiting = waiting[len(chunk) :]
@@ -478,15 +470,13 @@ class AuditLog:
         return formats.AUDIT_HEAD_LAGS_WRITTEN and head_may_lag(head, tail)
 
     def _beyond(self, tenant: str, chain: int, head: Head) -> Orphans | None:
-        """The run past `head` an append's entries follow, without a put that fails on a taken place first: the one
-        this appender knows it put there, else (where heads lag) the one a strongly consistent read finds. None where
-        heads do not lag: an entry past the head is rare then (a crash's, or a later release's after a rollback), and
-        the put that finds its place taken reads it (docs/adr/0172)."""
-        with self._known_lock:
-            known = self._known.get((tenant, chain))
-            if known is not None and known.over(head):
-                return Orphans(known.top, known.top_hash, appended=known.rows[-1][1] if known.rows else None)
-        return self.orphans(tenant, chain, head) if formats.AUDIT_HEAD_LAGS_WRITTEN else None
+        """The run past `head` an append's entries follow, read before any put where this head may lag: one strongly
+        consistent Query (at most HEAD_LAG_ENTRIES - 1 entries, one read unit). Not the tail this appender knows:
+        another instance's append may lie past it, and a put on a taken place costs a write unit, the head read again
+        and this Query anyway (docs/adr/0172). None where the head may not lag: an entry past it is rare then (a
+        crash's, a later release's after a rollback, an append's that read the head before a checkpoint), and the put
+        that finds its place taken reads it; a quiet chain's append (its head unmarked) reads nothing more."""
+        return self.orphans(tenant, chain, head) if self._lags(head, head.seq + 1) else None
 
     def _append_plain(
         self, tenant: str, chain: int, head: Head, items: list[tuple[str, dict[str, Any]]], moved: Head, lag: bool = False
@@ -569,13 +559,11 @@ class AuditLog:
         items, moved = chain_items(tenant, chain, head, [], clock.now().timestamp(), orphans)
         return moved if self._append_plain(tenant, chain, head, items, moved) else None
 
-    def sources_since(
-        self, tenant: str, chain: int, head: Head, since: float, sources: set[str], stored: Head | None = None
-    ) -> set[str]:
+    def sources_since(self, tenant: str, chain: int, head: Head, since: float, sources: set[str]) -> set[str]:
         """Which of `sources` the chain's entries up to `head` name, reading back from the head only as far as the
         entries appended at or after `since` (epoch seconds): none when the head was last moved before it. The entries
         this appender knows (`KnownEntries`) are not read again: only those appended since, and any below them that
-        may have been appended after `since`. `head` may be the chain's tail past its `stored` head (docs/adr/0172)."""
+        may have been appended after `since`. `head` may be the chain's tail, past its stored head (docs/adr/0172)."""
         if not sources or head.seq == 0 or (head.appended_at is not None and head.appended_at < since):
             return set()
         known = self._take_known(tenant, chain)
@@ -608,7 +596,7 @@ class AuditLog:
             # Every entry appended since is read: they continue the known ones if the lowest names the top's hash as
             # its prevHash (or, none appended, the head is the top).
             if (head.hash if lowest is None else _entry(lowest).get("prevHash")) != known.top_hash:
-                return self.sources_since(tenant, chain, head, since, sources, stored)  # not this chain's: read as if unknown
+                return self.sources_since(tenant, chain, head, since, sources)  # not this chain's: read as if unknown
             known.extend(head, reversed(read))
             if not done:
                 # Any draft a known entry names is in the chain, whenever it was appended.
@@ -624,8 +612,6 @@ class AuditLog:
                 if seen(older[-1]):
                     break
             known.extend_older(older)
-        if stored is not None and stored.seq < head.seq:
-            known.base = (stored.seq, stored.hash)
         self._remember(tenant, chain, known)
         return found
 
@@ -649,11 +635,9 @@ class AuditLog:
         for got in pages:
             yield from got.get("Items") or []
 
-    def _know_appended(
-        self, tenant: str, chain: int, placed: Sequence[tuple[AuditDraft, str]], base: Head, moved: Head, stored: Head
-    ) -> None:
-        """Know the entries of `placed` this appender put after `base` (up to `moved`), after those known below them
-        when they continue them; `stored`: the chain's head after (`moved`, or one it lags behind: docs/adr/0172)."""
+    def _know_appended(self, tenant: str, chain: int, placed: Sequence[tuple[AuditDraft, str]], base: Head, moved: Head) -> None:
+        """Know the entries of `placed` this appender put after `base` (the chain's tail: docs/adr/0172), up to
+        `moved`, after those known below them when they continue them."""
         first = moved.seq - len(placed) + 1
         rows = [(seq, float(moved.appended_at or 0), source) for seq, (_, source) in enumerate(placed, first)]
         known = self._take_known(tenant, chain)
@@ -661,7 +645,6 @@ class AuditLog:
             known.extend(moved, rows)
         else:
             known = KnownEntries(moved.seq, str(moved.hash), rows)
-        known.base = (stored.seq, stored.hash)
         self._remember(tenant, chain, known)
 
     def _take_known(self, tenant: str, chain: int) -> KnownEntries | None:
