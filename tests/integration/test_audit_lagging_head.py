@@ -15,6 +15,7 @@ from interlude import wiring
 from interlude.composition import Services
 from interlude.domain import clock, formats
 from interlude.domain.audit import AuditDraft
+from interlude.domain.models.requests import CreateKeyRequest
 from interlude.rules import audit as rules
 from interlude.store import audit as items
 from interlude.store.facade import Store
@@ -189,6 +190,22 @@ def test_rolled_back_to_a_writer_that_moves_the_head_the_entries_past_it_are_ado
     assert written.seq == total + 1
     assert services.store.audit_log.head(tenant, 0).seq == total + 1
     assert decisions(tenant)[-4:] == [*runs, later]
+
+
+def test_an_action_appending_in_its_own_transaction_follows_the_entries_past_the_head_at_its_first_try(
+    services, tenant, monkeypatch, lagging
+) -> None:
+    admin, runs = lagged(services, tenant, 2)
+    tail = len(stored(tenant))
+    writes = writes_on_chains(monkeypatch)
+
+    services.keys.create_key(admin, CreateKeyRequest(subjectId="later", scopes=["runs:read"]))
+
+    # One transaction, its entry after them and the head moved over all: no attempt failed on a taken place
+    assert writes == {("TransactWriteItems", "entry"): 1, ("TransactWriteItems", "head"): 1}
+    assert services.store.audit_log.head(tenant, 0).seq == tail + 1
+    assert decisions(tenant)[-2:] == runs
+    assert json.loads(stored(tenant)[-1]["entry"])["action"] == "key.created"
 
 
 def test_two_lagging_appenders_interleaved_both_land_once_in_order(services, tenant, monkeypatch, lagging) -> None:

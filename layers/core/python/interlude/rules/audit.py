@@ -184,7 +184,8 @@ def head_may_lag(head: Head, tail: int) -> bool:
     """Whether an append whose entries reach `tail` may leave `head` where it is: the chain is on the pending index (its
     marker written) and an entry already waits for a checkpoint, which covers the entries past the head too (the
     checkpoint moves the head over them first), and fewer than HEAD_LAG_ENTRIES would lie past it. While an entry waits
-    the sweep cannot take the chain off the index (settle_due), so no entry is left past a head no sweep looks at."""
+    the sweep cannot take the chain off the index (settle_due; and its settle reads past the head first), so no entry
+    is left past a head no sweep looks at."""
     return head.marked and head.pending_since is not None and tail - head.seq < HEAD_LAG_ENTRIES
 
 

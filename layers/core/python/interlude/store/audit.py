@@ -407,7 +407,7 @@ class AuditLog:
         since = min(clock.epoch_of(draft.at) for draft, _ in waiting) - CLOCK_SLACK_S
         head, written, lost, checked = self.head(tenant, chain), None, 0, False
         # The run past the head this append's entries follow (None: none is known, a taken place tells).
-        orphans = self._beyond(tenant, chain, head)
+        orphans = self.beyond(tenant, chain, head)
         while waiting or (orphans is not None and orphans.adopts(head) and not self._lags(head, orphans.seq)):
             tail = orphans.tail(head) if orphans is not None else head
             if not checked:
@@ -469,7 +469,7 @@ class AuditLog:
         """Whether an append whose entries reach `tail` leaves the head where it is (formats.AUDIT_HEAD_LAGS_WRITTEN)."""
         return formats.AUDIT_HEAD_LAGS_WRITTEN and head_may_lag(head, tail)
 
-    def _beyond(self, tenant: str, chain: int, head: Head) -> Orphans | None:
+    def beyond(self, tenant: str, chain: int, head: Head) -> Orphans | None:
         """The run past `head` an append's entries follow, read before any put where this head may lag: one strongly
         consistent Query (at most HEAD_LAG_ENTRIES - 1 entries, one read unit). Not the tail this appender knows:
         another instance's append may lie past it, and a put on a taken place costs a write unit, the head read again
