@@ -18,6 +18,8 @@ from interlude import wiring
 from interlude.adapters.audit_anchor import S3Anchors, anchor_key, ensure_locked_bucket
 from interlude.adapters.audit_key import ensure_signing_key
 from interlude.composition import Services
+from interlude.domain import clock, formats
+from interlude.domain.audit import AuditDraft
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
@@ -315,3 +317,25 @@ def test_the_sweep_reads_the_heads_eventually_consistent_and_anchors_a_chain_it_
     version = anchors_bucket().get_object(Bucket=BUCKET, Key=anchor_key("t1"))["VersionId"]
     services.audit.checkpoint_pending()
     assert anchors_bucket().get_object(Bucket=BUCKET, Key=anchor_key("t1"))["VersionId"] == version
+
+
+def test_entries_past_a_lagging_head_are_checkpointed_and_anchored_by_the_sweep(services, monkeypatch):
+    monkeypatch.setattr(formats, "AUDIT_HEAD_LAGS_WRITTEN", True)
+    entries(services, 2)  # the head marked, its entries waiting for a checkpoint
+    log = services.store.audit_log
+    at = clock.iso(clock.now())
+    for n in range(3):
+        decision = AuditDraft("t1", "interrupt.decided", {"subjectId": "someone"}, {"runId": f"run-{n}"}, at, {})
+        log.append_drafts("t1", 0, [(decision, f"source-{n}")], 0.0)
+    assert log.head("t1", 0).seq == 2  # three entries past it
+
+    swept(services, monkeypatch)
+
+    # The checkpoint moved the head over them and covers them; the anchor holds that head
+    published = boto3.client("s3").get_object(Bucket=BUCKET, Key=anchor_key("t1"))["Body"].read()
+    assert rules.anchored_heads(rules.public_key_b64(KEY), published, "t1") == {0: rules.Anchored(5, rules.entry_hash(entry(5)), 5)}
+    assert verified(services)["chainValid"] is True
+    # Cut back under the anchor afterwards (the last entry deleted, the head rewound): caught
+    delete_entry(5)
+    rewind_head(4, 0)
+    assert (5, "missing-entry") in kinds(verified(services))

@@ -1,12 +1,13 @@
 """Entries beyond a chain's head (docs/adr/0135): an append of plain writes that stops after putting its entries and
-before moving the head leaves them there, orphans. No reader shows or verifies one as part of the chain; the next
-append adopts the run of them that chains from the head (an action's append in its own transaction, or the appender
-on the stream), a draft delivered again finds itself among them and is not appended twice, and an entry there that
-does not chain from the head is written over, never adopted."""
+before moving the head leaves them there, orphans. Every reader takes the run of them that chains from the head for
+the chain's (docs/adr/0172: listed, verified); the next append adopts it (an action's append in its own transaction, or
+the appender on the stream), a draft delivered again finds itself among them and is not appended twice, and an entry
+there that does not chain from the head is neither shown nor verified, and written over, never adopted."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,20 +65,19 @@ def chained(services: Services, tenant: str) -> list[dict[str, Any]]:
     return entries
 
 
-def test_an_orphan_is_neither_listed_nor_verified_until_an_append_adopts_it(services, tenant) -> None:
+def test_orphans_that_chain_from_the_head_are_listed_and_verified_as_the_chains_and_an_append_adopts_them(services, tenant) -> None:
     admin = signed_in(services)
     services.keys.create_key(admin, CreateKeyRequest(subjectId="first", scopes=["runs:read"]))
     before = chained(services, tenant)
     orphaned(services, tenant, [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")])
 
     assert len(stored(services, tenant)) == len(before) + 2
+    assert services.store.audit_log.head(tenant, 0).seq == len(before)
     listed = services.audit.entries_page(tenant, 50, None)
-    assert [e["target"].get("runId") for e in listed["entries"]] == [None] * len(before)
-    assert listed["chains"] == {"0": len(before)}
+    assert [e["target"].get("runId") for e in listed["entries"]] == ["run-b", "run-a"] + [None] * len(before)
+    assert listed["chains"] == {"0": len(before) + 2}
     verified = services.audit.verify(tenant, 0, 100)
     assert verified["chainValid"] is True
-    assert services.audit.checkpoint(tenant, 0) is not None
-    assert services.audit.verify(tenant, 0, 100)["checkpoints"][-1]["atSequence"] == len(before)
 
     # An action appending in its own transaction finds the place taken, and adopts both
     services.keys.create_key(admin, CreateKeyRequest(subjectId="second", scopes=["runs:read"]))
@@ -169,10 +169,10 @@ def test_an_appender_that_stops_before_the_head_leaves_orphans_its_record_adopts
     with pytest.raises(ClientError):
         log.append_drafts(tenant, 0, placed, 0.0)
 
-    # Both entries were put, past the head, which no read shows
+    # Both entries were put, past the head, which the chain's readers take for its own
     assert len(stored(services, tenant)) == 3
     assert log.head(tenant, 0).seq == 1
-    assert [e["target"]["runId"] for e in services.audit.entries_page(tenant, 50, None)["entries"]] == ["run-0"]
+    assert [e["target"]["runId"] for e in services.audit.entries_page(tenant, 50, None)["entries"]] == ["run-b", "run-a", "run-0"]
     assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
 
     monkeypatch.setattr(log.client, "update_item", real_update)
@@ -185,12 +185,8 @@ def test_an_appender_that_stops_before_the_head_leaves_orphans_its_record_adopts
     assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
 
 
-def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(services, tenant, monkeypatch) -> None:
-    marked_chain(services, tenant)
-    log = services.store.audit_log
-    other = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
-    mine = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
-    theirs = [(draft(tenant, "run-c"), "source-c")]
+def raced_after_first_put(monkeypatch: pytest.MonkeyPatch, log: items.AuditLog, race: Callable[[], object]) -> None:
+    """`race` runs right after the first entry `log` puts from now on (another appender's whole append, say)."""
     real_put = log.client.put_item
     puts: list[str] = []
 
@@ -198,11 +194,20 @@ def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(se
         got = real_put(**params)
         puts.append(params["Item"]["sk"]["S"])
         if len(puts) == 1:
-            # The other appender runs whole between this one's first entry and its second: it adopts the first.
-            other.append_drafts(tenant, 0, theirs, 0.0)
+            race()
         return got
 
     monkeypatch.setattr(log.client, "put_item", put_then_race)
+
+
+def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(services, tenant, monkeypatch) -> None:
+    marked_chain(services, tenant)
+    log = services.store.audit_log
+    other = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
+    mine = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
+    theirs = [(draft(tenant, "run-c"), "source-c")]
+    # The other appender runs whole between this one's first entry and its second: it adopts the first.
+    raced_after_first_put(monkeypatch, log, lambda: other.append_drafts(tenant, 0, theirs, 0.0))
     log.append_drafts(tenant, 0, mine, 0.0)
 
     entries = chained(services, tenant)

@@ -45,7 +45,7 @@ from interlude.local.http_gateway import to_event
 from interlude.local.schedules import create_local_deadline_resources
 from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_record
 from interlude.rules import run_search
-from interlude.rules.audit import entry_hash
+from interlude.rules.audit import HEAD_LAG_ENTRIES, entry_hash
 from interlude.rules.retention import DAY_S
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
@@ -314,20 +314,22 @@ def unwritten_gates_entries(items: list[dict[str, Any]], heads: set[str]) -> lis
 
 
 def audit_partial_states(w: World, items: list[dict[str, Any]]) -> list[str]:
-    """Every way the tenant's audit chains are not whole: an entry missing, past its head or not chained to the one
-    before, or one event batch's draft chained twice."""
+    """Every way the tenant's audit chains are not whole: an entry missing, past its head (more than a head that may
+    lag leaves there: docs/adr/0172) or not chained to the one before, or one event batch's draft chained twice."""
     problems: list[str] = []
     heads = {i["pk"].rsplit("#", 1)[1]: i for i in items if i["sk"] == audit_log.HEAD_SK}
+    lag = HEAD_LAG_ENTRIES - 1 if formats.AUDIT_HEAD_LAGS_WRITTEN else 0
     for chain, head in heads.items():
         pk = audit_log.log_pk(w.tenant, int(chain))
         entries = sorted((i for i in items if i["pk"] == pk and i["sk"].startswith(audit_log.ENTRY_SK_PREFIX)), key=lambda i: i["sk"])
         documents = [json.loads(i["entry"]) for i in entries]
-        if [d["seq"] for d in documents] != list(range(1, int(head["seq"]) + 1)):
+        at = int(head["seq"])
+        if [d["seq"] for d in documents] != list(range(1, len(documents) + 1)) or not at <= len(documents) <= at + lag:
             problems.append(f"chain {chain}: entries {[d['seq'] for d in documents]} for head {head['seq']}")
         if any(d["prevHash"] != entry_hash(before) for before, d in zip(documents, documents[1:], strict=False)):
             problems.append(f"chain {chain}: an entry not chained to the one before")
-        if documents and documents[-1]["seq"] == head["seq"] and entry_hash(documents[-1]) != head["hash"]:
-            problems.append(f"chain {chain}: its head does not hold its last entry's hash")
+        if 0 < at <= len(documents) and entry_hash(documents[at - 1]) != head["hash"]:
+            problems.append(f"chain {chain}: its head does not hold its entry's hash")
         sources = [i["source"] for i in entries if "source" in i]
         if len(sources) != len(set(sources)):
             problems.append(f"chain {chain}: an event batch's draft chained twice")
@@ -533,7 +535,8 @@ def _audit_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     log = w.services.store.audit_log
     for run_id in ctx["runs"]:
         chain = audit_log.chain_of_member(run_id)
-        entries = [e for _, e in log.entries(w.tenant, chain, 1, log.head(w.tenant, chain).seq)]
+        tail = log.tails(w.tenant, {chain: log.head(w.tenant, chain)})[chain]
+        entries = [e for _, e in log.entries(w.tenant, chain, 1, tail.seq)]
         decided = [e for e in entries if e["action"] == "interrupt.decided" and e["target"]["runId"] == run_id]
         problems += [] if len(decided) == 1 else [f"{len(decided)} entries for the decision of {run_id}"]
     return problems
@@ -851,6 +854,15 @@ def test_with_a_new_runs_batch_put_before_its_transaction_a_fault_anywhere_leave
 ):
     """The writer of docs/adr/0165 (formats.CREATE_BATCH_PUT_BEFORE_WRITTEN, from 0.7.0), switched on here."""
     monkeypatch.setattr(formats, "CREATE_BATCH_PUT_BEFORE_WRITTEN", True)
+    found = faults_everywhere(name, tmp_path)
+    assert found == []
+
+
+@pytest.mark.parametrize("name", ["audit appender", "audit appender, chains marked"])
+def test_with_the_audit_chains_head_left_behind_a_fault_anywhere_leaves_the_chains_whole(name, tmp_path, monkeypatch):
+    """The writer of docs/adr/0172 (formats.AUDIT_HEAD_LAGS_WRITTEN, the release after 0.8.0), switched on here: on the
+    marked chains each decision's entry is put past the head, which stays."""
+    monkeypatch.setattr(formats, "AUDIT_HEAD_LAGS_WRITTEN", True)
     found = faults_everywhere(name, tmp_path)
     assert found == []
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 
+from interlude import wiring
 from interlude.domain.audit import AuditDraft
 from interlude.rules import audit as rules
 
@@ -189,3 +190,19 @@ def test_an_anchored_entry_changed_is_reported_once_and_a_rechained_tail_against
     rechained = {**altered, 4: {**entries[4], "prevHash": rules.entry_hash(altered[3])}}
     rehead = rules.Head(4, rules.entry_hash(rechained[4]), 0)
     assert anomalies(rechained, rehead) == [(3, "hash-mismatch")]
+
+
+def test_a_head_may_lag_only_while_marked_with_an_entry_waiting_and_fewer_than_head_lag_entries_past_it() -> None:
+    waiting = rules.Head(4, "h", 2, 100.0, True)
+    assert rules.head_may_lag(waiting, 5)
+    assert rules.head_may_lag(waiting, 4 + rules.HEAD_LAG_ENTRIES - 1)
+    assert not rules.head_may_lag(waiting, 4 + rules.HEAD_LAG_ENTRIES)
+    assert not rules.head_may_lag(waiting._replace(marked=False), 5)  # its marker is written with the head's move
+    assert not rules.head_may_lag(waiting._replace(pending_since=None), 5)  # the sweep may settle it: see below
+
+
+def test_an_append_reads_the_head_and_puts_its_entries_well_within_the_quiet_a_settle_waits_for() -> None:
+    # settle (store/audit.py) takes a chain off the pending index once its checkpoint is MARKER_KEEP_SECONDS old, after
+    # one read past the head: an append that read the head before that checkpoint (and may lag) has put its entries by
+    # then, within one invocation of the function that appends (docs/adr/0172).
+    assert wiring.function("dispatch").timeout_s < rules.MARKER_KEEP_SECONDS

@@ -114,7 +114,11 @@ class AuditTrail:
             return None
         log = self.chains
         for _ in range(attempts):
-            head = log.head(tenant, chain)
+            # The head moved over the entries past it first (docs/adr/0172): the checkpoint covers them, and stays at
+            # or under the head, as the sweep, its settle and the anchor (and 0.7.0's readers) take it.
+            head = log.caught_up(tenant, chain, log.head(tenant, chain))
+            if head is None:
+                continue
             if head.seq <= head.checkpoint_seq:
                 return None
             at = rules.next_checkpoint_at(head)
@@ -224,7 +228,8 @@ class AuditTrail:
         # The anchor before the heads: a head read after it is at or past what it published, unless rolled back.
         anchored, anomalies = self._published(tenant, key, from_seq)
         log = self.chains
-        heads = log.heads(tenant) if chain is None else {chain: log.head(tenant, chain)}
+        # Each chain to its tail: the entries past its head that chain from it are its own (docs/adr/0172).
+        heads = log.tails(tenant, log.heads(tenant) if chain is None else {chain: log.head(tenant, chain)})
         # A chain the anchor names is walked even when the table holds no head for it any more.
         chains = sorted(set(heads) | set(anchored)) if chain is None else [chain]
         heads = {k: heads.get(k, rules.Head()) for k in chains}
@@ -275,9 +280,10 @@ class AuditTrail:
     def entries_page(self, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
         """Newest first across the tenant's chains (by `at`; a chain's own entries in their order); `cursor` continues
         after the previous page. Reads the chains' heads (one BatchGetItem per 100) and, per chain that has entries
-        left, one Query of at most `limit`."""
+        left, one Query of at most `limit`; and one past each head (eventually consistent, as those), for the entries
+        there that chain from it (docs/adr/0172)."""
         log = self.chains
-        heads = log.heads(tenant)
+        heads = log.tails(tenant, log.heads(tenant), consistent=False)
         if cursor is not None:
             before = decode_before(cursor)
             if before is None:

@@ -124,6 +124,10 @@ CREATE_BATCH_PUT_BEFORE_WRITTEN = True
 # Whether a gate's interrupt item is written in format 12 (its payload deflated against its node), where its node says
 # enough (store/gate_payloads.DICTIONARY_MIN): from 0.8.0, whose previous release (0.7.0) reads it (docs/adr/0169).
 GATE_PAYLOAD_AGAINST_DEFINITION_WRITTEN = True
+# Whether the audit appender on the stream leaves its chain's head behind its newest entries (rules/audit.head_may_lag):
+# no item changes shape, but 0.7.0's readers stop at the head and would hide those entries, its sweep could take the
+# chain off the pending index past them. 0.8.0 reads past the head (docs/adr/0172): on in the release after 0.8.0.
+AUDIT_HEAD_LAGS_WRITTEN = False
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

@@ -173,6 +173,22 @@ def settle_due(head: Head, now: float) -> bool:
     return head.checkpointed_at is None or now - head.checkpointed_at >= MARKER_KEEP_SECONDS
 
 
+# Where the stream's appender may leave the head behind (domain/formats.AUDIT_HEAD_LAGS_WRITTEN, docs/adr/0172): fewer
+# than this many entries past it. Each decision then costs its entry's write, and one in this many the head's too
+# (1.125 WRU, not 2), while a read past the head (every reader makes one) finds at most seven entries, under 4 KB:
+# one read unit, as the empty read past a head that never lags.
+HEAD_LAG_ENTRIES = 8
+
+
+def head_may_lag(head: Head, tail: int) -> bool:
+    """Whether an append whose entries reach `tail` may leave `head` where it is: the chain is on the pending index (its
+    marker written) and an entry already waits for a checkpoint, which covers the entries past the head too (the
+    checkpoint moves the head over them first), and fewer than HEAD_LAG_ENTRIES would lie past it. While an entry waits
+    the sweep cannot take the chain off the index (settle_due; and its settle reads past the head first), so no entry
+    is left past a head no sweep looks at."""
+    return head.marked and head.pending_since is not None and tail - head.seq < HEAD_LAG_ENTRIES
+
+
 def checkpointed(head: Head, at: int, pending_since: float | None, now: float) -> Head:
     """The head a checkpoint at `at` leaves (store/audit.py `put_checkpoint`), as far as `head`, the one it read, tells:
     an append since may have moved it on (an anchor holding this one is sound: a head is only ever at or past it)."""

@@ -35,11 +35,14 @@ the newest entries of each chain it put or read (`KnownEntries`: their sources, 
 appended since, so a dispatch backlog's appends do not each read its whole tail again (docs/adr/0156).
 
 An entry may lie beyond its chain's head (docs/adr/0135): an append of plain writes that stopped before moving the
-head leaves its entries there, orphans. No reader takes them for part of
-the chain (every read stops at the head), and every append that finds its entry's place taken while the head held
-reads what lies beyond (`orphans`): it ADOPTS the run of them that chains from the head (each the next sequence, its
-prevHash the hash before it: the draft of a committed action), moving the head over them with its own entries, and a
-draft it carries that an adopted orphan names (`source`) is not appended again. An entry beyond the head that does
+head leaves its entries there, orphans; and where heads lag (docs/adr/0172, formats.AUDIT_HEAD_LAGS_WRITTEN) an append
+leaves the head behind its entries on purpose (rules/audit.head_may_lag). The run of them that chains from the head
+(each the next sequence, its prevHash the hash before it: the draft of a committed action) is part of the chain for
+every reader: the listing and verification read to its end (`tails`), a checkpoint moves the head over it before it
+covers it (`caught_up`), the sweep's settle leaves the chain on the pending index while an entry lies past its head.
+Every append that finds its entry's place taken while the head held reads what lies beyond (`orphans`): it ADOPTS
+that run, placing its own entries after it (and moving the head over them, unless it may lag), and a draft it carries
+that an adopted orphan names (`source`) is not appended again. An entry beyond the head that does
 not chain from it was not written by an append (none chains from anything but the entry before it, which the head
 covers or an adopted orphan is), was never part of the chain and never could be (no append adopts it, so no head
 ever covers it): an append writes over it, on condition that it is still what was read and that the head has not
@@ -59,11 +62,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlude import wiring
-from interlude.domain import clock
+from interlude.domain import clock, formats
 from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import Unavailable
 from interlude.domain.formats import AUDIT_DRAFT_ON_BATCH, FORMAT_FIELD
-from interlude.rules.audit import Head, canonical, entry_hash, hash_of
+from interlude.rules.audit import Head, canonical, entry_hash, hash_of, head_may_lag
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
 from interlude.store.table import batch_get
@@ -241,24 +244,33 @@ class Orphans:
     hash: str | None
     sources: frozenset[str] = frozenset()
     stale: dict[int, str] = field(default_factory=dict)
+    # When the last entry of the run was appended (None when the run is empty, or its entries do not say).
+    appended: float | None = None
 
     def adopts(self, head: Head) -> bool:
         return self.seq > head.seq
 
+    def tail(self, head: Head) -> Head:
+        """The chain as its readers take it (docs/adr/0172): `head` moved over the run that chains from it."""
+        if not self.adopts(head):
+            return head
+        return head._replace(seq=self.seq, hash=self.hash, appended_at=self.appended or head.appended_at)
+
 
 def orphans_of(head: Head, chain: int, beyond: Sequence[dict[str, Any]]) -> Orphans:
     """The orphans among the entry items stored past `head` (ascending): the run that chains from it, and the rest."""
-    seq, digest, sources = head.seq, head.hash, set[str]()
+    seq, digest, sources, appended = head.seq, head.hash, set[str](), None
     stale: dict[int, str] = {}
     for item in beyond:
         at, entry = _seq_of(item), _entry(item)
         if not stale and at == seq + 1 and entry.get("seq") == at and entry.get("chain") == chain and entry.get("prevHash") == digest:
             seq, digest = at, entry_hash(entry)
+            appended = float(item["appended"]["N"]) if "appended" in item else None
             if "source" in item:
                 sources.add(item["source"]["S"])
         else:
             stale[at] = item["entry"]["S"]
-    return Orphans(seq, digest, frozenset(sources), stale)
+    return Orphans(seq, digest, frozenset(sources), stale, appended)
 
 
 def append_items(
@@ -385,21 +397,24 @@ class AuditLog:
         """Chain drafts carried on event batches (each with its source: `draft_source`), in order, skipping those
         already appended (a record delivered again, its entry in the chain or past its head), up to
         MAX_ENTRIES_PER_APPEND at a time: each entry put on its own, then the head moved on condition that it is the
-        head read (`_append_plain`). The head written; None when every draft was appended before. Unavailable when
-        other appends keep moving the head (the record goes again)."""
+        head read (`_append_plain`), unless it may lag (`_lags`). The chain as its readers take it after (its tail:
+        `Orphans.tail`); None when every draft was appended before. Unavailable when other appends keep moving the head
+        (the record goes again)."""
         unique: dict[str, AuditDraft] = {}
         for draft, source in placed:
             unique.setdefault(source, draft)  # one record twice in a batch: one entry
         waiting = [(draft, source) for source, draft in unique.items()]
         since = min(clock.epoch_of(draft.at) for draft, _ in waiting) - CLOCK_SLACK_S
         head, written, lost, checked = self.head(tenant, chain), None, 0, False
-        orphans: Orphans | None = None
-        while waiting or (orphans is not None and orphans.adopts(head)):
+        # The run past the head this append's entries follow (None: none is known, a taken place tells).
+        orphans = self.beyond(tenant, chain, head)
+        while waiting or (orphans is not None and orphans.adopts(head) and not self._lags(head, orphans.seq)):
+            tail = orphans.tail(head) if orphans is not None else head
             if not checked:
                 # Entries appended since the first of these actions, newest first: any of these sources among them
                 # was appended by an earlier delivery. Not read again while the head is the one this append wrote.
                 # Nor among the orphans it adopts (its own draft, put by a delivery that stopped before the head).
-                found = self.sources_since(tenant, chain, head, since, {source for _, source in waiting})
+                found = self.sources_since(tenant, chain, tail, since, {source for _, source in waiting})
                 if orphans is not None:
                     found |= orphans.sources
                 waiting = [(draft, source) for draft, source in waiting if source not in found]
@@ -410,10 +425,11 @@ class AuditLog:
             # Plain writes, unless an entry past the head is written over: then in the head's transaction (its
             # condition ties the overwrite to a place the head does not cover).
             if not (orphans is not None and orphans.stale):
-                if self._append_plain(tenant, chain, head, items, moved):
-                    self._know_appended(tenant, chain, chunk, head, moved)
-                    head = written = moved
-                    orphans = None
+                lag = self._lags(head, moved.seq)
+                if self._append_plain(tenant, chain, head, items, moved, lag):
+                    self._know_appended(tenant, chain, chunk, tail, moved)
+                    written = moved
+                    head, orphans = (head, Orphans(moved.seq, moved.hash, appended=moved.appended_at)) if lag else (moved, None)
                     waiting = waiting[len(chunk) :]
                     continue
                 lost += 1
@@ -442,20 +458,36 @@ class AuditLog:
                 taken = any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[1:])
                 orphans = self.orphans(tenant, chain, head) if taken and not moved_on else None
                 continue
-            self._know_appended(tenant, chain, chunk, head, moved)
+            self._know_appended(tenant, chain, chunk, tail, moved)
             head = written = moved
             orphans = None
             waiting = waiting[len(chunk) :]
         return written
 
-    def _append_plain(self, tenant: str, chain: int, head: Head, items: list[tuple[str, dict[str, Any]]], moved: Head) -> bool:
+    @staticmethod
+    def _lags(head: Head, tail: int) -> bool:
+        """Whether an append whose entries reach `tail` leaves the head where it is (formats.AUDIT_HEAD_LAGS_WRITTEN)."""
+        return formats.AUDIT_HEAD_LAGS_WRITTEN and head_may_lag(head, tail)
+
+    def beyond(self, tenant: str, chain: int, head: Head) -> Orphans | None:
+        """The run past `head` an append's entries follow, read before any put where this head may lag: one strongly
+        consistent Query (at most HEAD_LAG_ENTRIES - 1 entries, one read unit). Not the tail this appender knows:
+        another instance's append may lie past it, and a put on a taken place costs a write unit, the head read again
+        and this Query anyway (docs/adr/0172). None where the head may not lag: an entry past it is rare then (a
+        crash's, a later release's after a rollback, an append's that read the head before a checkpoint), and the put
+        that finds its place taken reads it; a quiet chain's append (its head unmarked) reads nothing more."""
+        return self.orphans(tenant, chain, head) if self._lags(head, head.seq + 1) else None
+
+    def _append_plain(
+        self, tenant: str, chain: int, head: Head, items: list[tuple[str, dict[str, Any]]], moved: Head, lag: bool = False
+    ) -> bool:
         """Write an append's entries one conditional PutItem each, in order, then move the head over them (and the
-        orphans it adopts): a marked head by one conditional UpdateItem, 1 WRU an entry and 1 the head against 2 each
-        in a transaction (docs/adr/0135). An unmarked head (the chain off the pending index) is moved with its
-        marker in one transaction, as before: the sweep's `settle` takes both off together, which a marker put apart
-        from the head's move could not tell. False when an entry's place was taken or the head moved (or its mark
-        changed) since it was read: the entries put stay past the head, orphans the next append adopts (this one's,
-        when it tries again)."""
+        orphans it adopts), unless it may `lag` (docs/adr/0172): a marked head by one conditional UpdateItem, 1 WRU an
+        entry and 1 the head against 2 each in a transaction (docs/adr/0135). An unmarked head (the chain off the
+        pending index) is moved with its marker in one transaction, as before: the sweep's `settle` takes both off
+        together, which a marker put apart from the head's move could not tell. False when an entry's place was taken
+        or the head moved (or its mark changed) since it was read: the entries put stay past the head, orphans the next
+        append adopts (this one's, when it tries again)."""
         for label, op in items:
             if label != ENTRY_LABEL:
                 continue
@@ -463,6 +495,8 @@ class AuditLog:
                 self.client.put_item(TableName=self.table, **op["Put"])
             except self.client.exceptions.ConditionalCheckFailedException:
                 return False
+        if lag:
+            return True
         if not head.marked:
             moves = [op for label, op in items if label != ENTRY_LABEL]
             for op in moves:
@@ -495,8 +529,9 @@ class AuditLog:
             return False
         return True
 
-    def orphans(self, tenant: str, chain: int, head: Head) -> Orphans:
-        """What lies beyond the chain's `head` (strongly consistent): the orphans an append adopts, and the stale."""
+    def orphans(self, tenant: str, chain: int, head: Head, consistent: bool = True) -> Orphans:
+        """What lies beyond the chain's `head` (strongly consistent unless not `consistent`): the orphans an append
+        adopts, and the stale."""
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
@@ -505,15 +540,30 @@ class AuditLog:
                 ":lo": a.s(entry_sk(head.seq + 1)),
                 ":hi": a.s(entry_sk(LAST_SEQ)),
             },
-            ConsistentRead=True,
+            ConsistentRead=consistent,
         )
         return orphans_of(head, chain, [item for page in pages for item in page.get("Items") or []])
+
+    def tails(self, tenant: str, heads: dict[int, Head], consistent: bool = True) -> dict[int, Head]:
+        """Each chain as its readers take it: its head moved over the run past it that chains from it (docs/adr/0172),
+        one Query past each head (`consistent`: strongly, else eventually, at half the read units)."""
+        return {chain: self.orphans(tenant, chain, head, consistent).tail(head) for chain, head in heads.items()}
+
+    def caught_up(self, tenant: str, chain: int, head: Head) -> Head | None:
+        """The chain's head moved over the run past it that chains from it, before a checkpoint covers them (their
+        checkpoint stays at or under the head, as the sweep, its settle and the anchor take it); `head` itself when
+        none lies there. None when the head moved since it was read."""
+        orphans = self.orphans(tenant, chain, head)
+        if not orphans.adopts(head):
+            return head
+        items, moved = chain_items(tenant, chain, head, [], clock.now().timestamp(), orphans)
+        return moved if self._append_plain(tenant, chain, head, items, moved) else None
 
     def sources_since(self, tenant: str, chain: int, head: Head, since: float, sources: set[str]) -> set[str]:
         """Which of `sources` the chain's entries up to `head` name, reading back from the head only as far as the
         entries appended at or after `since` (epoch seconds): none when the head was last moved before it. The entries
         this appender knows (`KnownEntries`) are not read again: only those appended since, and any below them that
-        may have been appended after `since`."""
+        may have been appended after `since`. `head` may be the chain's tail, past its stored head (docs/adr/0172)."""
         if not sources or head.seq == 0 or (head.appended_at is not None and head.appended_at < since):
             return set()
         known = self._take_known(tenant, chain)
@@ -586,8 +636,8 @@ class AuditLog:
             yield from got.get("Items") or []
 
     def _know_appended(self, tenant: str, chain: int, placed: Sequence[tuple[AuditDraft, str]], base: Head, moved: Head) -> None:
-        """Know the entries of `placed` this appender put after `base` and moved the head over (to `moved`), after
-        those known below them when they continue them."""
+        """Know the entries of `placed` this appender put after `base` (the chain's tail: docs/adr/0172), up to
+        `moved`, after those known below them when they continue them."""
         first = moved.seq - len(placed) + 1
         rows = [(seq, float(moved.appended_at or 0), source) for seq, (_, source) in enumerate(placed, first)]
         known = self._take_known(tenant, chain)
@@ -735,7 +785,14 @@ class AuditLog:
     def settle(self, tenant: str, chain: int, head: Head) -> bool:
         """Take the chain off the pending index: every entry up to `head` is checkpointed and its tenant's anchor holds
         that head. The marker goes with the head's mark, on condition that the head is still `head` (an append that
-        read the mark fails on it, and writes the marker again). False (the marker stays) when the head moved."""
+        read the mark fails on it, and writes the marker again). False (the marker stays) when the head moved, or when
+        entries past it chain from it (one strongly consistent Query): the head is moved over them (`caught_up`), to
+        wait for a checkpoint. Those are an append's that read the head before the checkpoint (rules/audit.head_may_lag:
+        docs/adr/0172); no later append leaves one past this head: settle_due waits MARKER_KEEP_SECONDS after that
+        checkpoint, longer than any append takes from its read of the head to its puts (the dispatch function's
+        timeout), and an append that reads the head after it finds no entry waiting, and moves the head."""
+        if self.caught_up(tenant, chain, head) != head:
+            return False
         try:
             self.client.transact_write_items(
                 TransactItems=[

@@ -116,6 +116,7 @@ class TransactionalTable(Table):
         for _ in range(audit_log.APPEND_RETRIES):
             if head is None:
                 head = self.audit_log.head(audit.tenant, chain)
+                orphans = self.audit_log.beyond(audit.tenant, chain, head)  # a head that may lag: past it (ADR 0172)
             appended, written = audit_log.append_items(audit, chain, head, time.time(), orphans)
             try:
                 self._transact_once([*items, *appended], answered, quota)
