@@ -303,3 +303,35 @@ def test_with_the_switch_off_every_append_moves_the_head(services, tenant, monke
 
     assert writes == {("PutItem", "entry"): 2, ("UpdateItem", "head"): 2}
     assert services.store.audit_log.head(tenant, 0).seq == len(stored(tenant))
+
+
+def test_a_settled_chains_listing_reads_nothing_past_its_head_and_a_marked_ones_reads_once(
+    services, tenant, monkeypatch
+) -> None:
+    """A head is left behind only while it is marked, and the sweep's settle moves it over anything past it before it
+    unmarks it: the listing reads past a marked head (one Query), never past a settled one."""
+    admin = signed_in(services)
+    decided(services, admin, 2)
+    log = services.store.audit_log
+    past: list[str] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        low = (params.get("ExpressionAttributeValues") or {}).get(":lo", {}).get("S")
+        if low is not None and low.startswith(items.ENTRY_SK_PREFIX) and low == items.entry_sk(log.head(tenant, 0).seq + 1):
+            past.append(low)
+
+    log.client.meta.events.register("provide-client-params.dynamodb.Query", note)
+    try:
+        assert log.head(tenant, 0).marked
+        listed = services.audit.entries_page(tenant, 50, None)
+        assert len(past) == 1
+        monkeypatch.setattr(rules, "MARKER_KEEP_SECONDS", 0)
+        monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
+        for _ in range(3):
+            services.audit.checkpoint_pending()
+        assert not log.head(tenant, 0).marked
+        past.clear()
+        assert services.audit.entries_page(tenant, 50, None)["entries"] == listed["entries"]
+        assert past == []
+    finally:
+        log.client.meta.events.unregister("provide-client-params.dynamodb.Query", note)

@@ -546,8 +546,14 @@ class AuditLog:
 
     def tails(self, tenant: str, heads: dict[int, Head], consistent: bool = True) -> dict[int, Head]:
         """Each chain as its readers take it: its head moved over the run past it that chains from it (docs/adr/0172),
-        one Query past each head (`consistent`: strongly, else eventually, at half the read units)."""
-        return {chain: self.orphans(tenant, chain, head, consistent).tail(head) for chain, head in heads.items()}
+        one Query past each marked head (`consistent`: strongly, else eventually, at half the read units). A head is
+        left behind only while it is marked (rules/audit.head_may_lag), and the sweep's settle, which unmarks it, moves
+        it over any entry past it first: an unmarked head is its chain's tail but for a crash's orphan (ADR 0135), so a
+        settled chain (a quiet tenant's, most of them) costs a reader no read past it."""
+        return {
+            chain: self.orphans(tenant, chain, head, consistent).tail(head) if head.marked else head
+            for chain, head in heads.items()
+        }
 
     def caught_up(self, tenant: str, chain: int, head: Head) -> Head | None:
         """The chain's head moved over the run past it that chains from it, before a checkpoint covers them (their
