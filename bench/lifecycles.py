@@ -23,7 +23,9 @@ at each pace (app/limits.py's leases, run here), as are the secrets read through
 run, counted per read); the audit checkpoint, the sweep that publishes a tenant's anchor while a chain waits, and the
 idle sweep every minute are measured through the `timeouts` function and the audit service.
 
-Usage: .venv/bin/python bench/lifecycles.py [rounds] [--json]
+With --writer NAME (a writer switch of domain/formats.py, e.g. AUDIT_HEAD_LAGS_WRITTEN), that switch is turned on
+for the run: what a writer a later release turns on will cost, measured before it ships (docs/adr/0172).
+Usage: .venv/bin/python bench/lifecycles.py [rounds] [--json] [--writer NAME]
 """
 
 from __future__ import annotations
@@ -612,8 +614,22 @@ def item_sizes(largest: dict[str, int]) -> str:
     )
 
 
+def writer_switched_on(argv: list[str]) -> str | None:
+    """Turn on the writer switch `--writer NAME` names (domain/formats.py), refusing a name that is not one; the name."""
+    from interlude.domain import formats
+
+    if "--writer" not in argv:
+        return None
+    name = argv[argv.index("--writer") + 1]
+    if not name.endswith("_WRITTEN") or not isinstance(getattr(formats, name, None), bool):
+        raise SystemExit(f"--writer {name}: not a writer switch of interlude.domain.formats")
+    setattr(formats, name, True)
+    return name
+
+
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    writer = writer_switched_on(sys.argv)
+    args = [a for a in sys.argv[1:] if not a.startswith("--") and a != writer]
     measured = measure(int(args[0]) if args else 3)
     if "--json" in sys.argv:
         print(json.dumps(measured))
@@ -623,6 +639,7 @@ def main() -> None:
         f"Lifecycles through every function's real handler on moto in-process (rounds={measured['rounds']}; CPU: the "
         f"median per invocation, this machine, load average {load}; counts are load-independent). WRU without the "
         "request counter (priced per request at each pace: bench/cost_per_million.py)."
+        + (f" Writer switched on for this run: formats.{writer}." if writer else "")
     )
     for name, found in measured["lifecycles"].items():
         busy = summarise(found["busy"])

@@ -6,7 +6,7 @@ ModuleX message's template, rendered): a 2 KB description is ≈ 840 B deflated 
 makes that item two write units and keeps 840 B per run for the run's retention. The version is stored once and never
 changes (a ModuleX workflow deleted keeps its versions: runs still read them), and a run cannot go on without it. So a
 format-12 item holds the payload deflated with the node's configuration as zlib's preset dictionary (`payloadAgainst`,
-attributes.packed_against): what repeats it costs a few bytes (the bench's 2 KB gate: 1,013 → 181 B), what a template
+attributes.packed_against): what repeats it costs a few bytes (the bench's 2 KB gate's item: 1,460 → 771 B as billed, docs/adr/0169), what a template
 rendered of the run's own data costs what it did. It names its version (`workflowVersion`); the node is its `nodeId`.
 
 Every read of an interrupt item puts the payload back (`fill`) before anyone sees it: as a `payload` attribute holding
