@@ -147,6 +147,14 @@ def _value_size(value: Mapping[str, Any]) -> int:
     return 1  # BOOL, NULL
 
 
+def only_transaction_conflicts(exc: Exception) -> bool:
+    """Whether a cancelled TransactWriteItems met only other transactions under way on its items: nothing was written,
+    and the same transaction may be tried again as it is."""
+    response = getattr(exc, "response", None) or {}
+    codes = {r.get("Code") for r in response.get("CancellationReasons") or []} - {"None", None}
+    return (response.get("Error") or {}).get("Code") == "TransactionCanceledException" and codes == {"TransactionConflict"}
+
+
 def first_condition_failed(exc: Exception) -> bool:
     """Whether a cancelled TransactWriteItems failed on its first item's condition (its caller's check of what it
     read): nothing was written, and the caller's view is stale."""

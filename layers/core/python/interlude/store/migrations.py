@@ -264,7 +264,7 @@ class MigrationStore:
         try:
             self.client.transact_write_items(TransactItems=[head, item, *puts])
         except ClientError as exc:
-            if not a.first_condition_failed(exc) and not _conflicted(exc):
+            if not a.first_condition_failed(exc) and not a.only_transaction_conflicts(exc):
                 raise
             inbox.delete_keys([a.key(*_key_of(e)) for e in before], SECOND)
             return False
@@ -279,12 +279,6 @@ class MigrationStore:
         if names:
             read["ExpressionAttributeNames"] = names
         return {_key_of(item): item for item in batch_get(self.client, self.table, keys, **read)}
-
-
-def _conflicted(exc: ClientError) -> bool:
-    """Whether a cancelled transaction met another one under way on one of its items (nothing written: try again)."""
-    reasons = exc.response.get("CancellationReasons") or []
-    return any(r.get("Code") == "TransactionConflict" for r in reasons)
 
 
 def _key_of(item: a.Item) -> tuple[str, str]:

@@ -146,7 +146,7 @@ class TransactionalTable(Table):
                 self.client.transact_write_items(TransactItems=transact_items)
                 return
             except ClientError as exc:
-                if attempt < TRANSACTION_CONFLICT_RETRIES and _only_transaction_conflicts(exc):
+                if attempt < TRANSACTION_CONFLICT_RETRIES and a.only_transaction_conflicts(exc):
                     time.sleep(random.uniform(0, 0.02 * 2**attempt))
                     continue
                 _refusal(items, exc, answered, quota)
@@ -178,12 +178,6 @@ class TransactionalTable(Table):
                 within_one_item(written)
         # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
         return cast("list[TransactWriteItemTypeDef]", [op for _, op in items])
-
-
-def _only_transaction_conflicts(exc: ClientError) -> bool:
-    reasons = exc.response.get("CancellationReasons") or []
-    codes = {r.get("Code") for r in reasons} - {"None", None}
-    return exc.response["Error"]["Code"] == "TransactionCanceledException" and codes == {"TransactionConflict"}
 
 
 def _refusal(
