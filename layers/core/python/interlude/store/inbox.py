@@ -103,20 +103,22 @@ def added_delegate_families(interrupt: "OpenInterrupt") -> list[str]:
 # delete) goes where they are.
 ENTRIES_TABLE = "entriesTable"
 # The interrupt item's attributes Entry.of_item reads (a Query that hands it items projects these).
-ENTRY_SOURCE_ATTRIBUTES = (
-    "runId",
-    "interruptId",
-    "raisedAt",
-    "kind",
-    "workflowId",
-    "payload",
-    "deadline",
-    "votes",
-    ENTRIES_TABLE,
-    # What a format-12 item's payload is put back from (gate_payloads.fill), those above aside.
-    gate_payloads.WORKFLOW_VERSION,
-    "nodeId",
-    gate_payloads.PAYLOAD_AGAINST,
+ENTRY_SOURCE_ATTRIBUTES = tuple(
+    dict.fromkeys(
+        (
+            "runId",
+            "interruptId",
+            "raisedAt",
+            "kind",
+            "workflowId",
+            "payload",
+            "deadline",
+            "votes",
+            ENTRIES_TABLE,
+            # And what a format-12 item's payload is put back from (gate_payloads.fill).
+            *gate_payloads.FILL_NEEDS,
+        )
+    )
 )
 
 
