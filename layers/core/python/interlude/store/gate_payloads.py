@@ -62,7 +62,8 @@ def node_dictionaries(definition: Mapping[str, Any]) -> Dictionaries:
 
 def dictionary(client: Any, table: str, tenant: str, workflow_id: str, version: int, node_id: str) -> bytes | None:
     """The dictionary a new gate of `node_id` is written against; None: its node says too little (format 3)."""
-    found = _dictionaries(client, (table, tenant, workflow_id, version)).get(node_id)
+    wanted = (table, tenant, workflow_id, version)
+    found = _dictionaries(client, table, {wanted})[0].get(wanted, {}).get(node_id)
     return found if found is not None and len(found) >= DICTIONARY_MIN else None
 
 
@@ -80,10 +81,10 @@ def fill(client: Any, table: str, items: Iterable[a.Item]) -> int:
     held = [item for item in items if PAYLOAD_AGAINST in item and PAYLOAD not in item]
     if not held:
         return 0
-    versions = {item_version(table, item) for item in held}
-    calls = _read(client, [v for v in versions if v not in _known.get(client, {})])
+    found, calls = _dictionaries(client, table, {item_version(table, item) for item in held})
     for item in held:
-        item[PAYLOAD] = {"S": _inflated(client, item_version(table, item), item)}
+        version = item_version(table, item)
+        item[PAYLOAD] = {"S": _inflated(found.get(version, {}), version, item)}
     return calls
 
 
@@ -110,9 +111,9 @@ def item_version(table: str, item: a.Item) -> Version:
     return table, tenant, item["workflowId"]["S"], int(item[WORKFLOW_VERSION]["N"])
 
 
-def _inflated(client: Any, version: Version, item: a.Item) -> str:
+def _inflated(dictionaries: Dictionaries, version: Version, item: a.Item) -> str:
     node = item["nodeId"]["S"]
-    against = _known.get(client, {}).get(version, {}).get(node)
+    against = dictionaries.get(node)
     if against is None:
         raise Internal(
             f"the interrupt item of node {node!r} is deflated against its workflow version, which holds no such node",
@@ -130,34 +131,28 @@ def _inflated(client: Any, version: Version, item: a.Item) -> str:
         ) from exc
 
 
-def _dictionaries(client: Any, version: Version) -> Dictionaries:
-    if version not in _known.get(client, {}):
-        _read(client, [version])
-    return _known.get(client, {}).get(version, {})
-
-
-def _read(client: Any, versions: list[Version]) -> int:
-    """Read `versions`' definitions (one BatchGetItem per table and 100 versions) into the cache; the calls made.
-    Strongly consistent, and a version not found is not remembered: a ModuleX run is registered and started in one
-    request, and its gate read back by another instance a moment later."""
+def _dictionaries(client: Any, table: str, versions: set[Version]) -> tuple[dict[Version, Dictionaries], int]:
+    """`versions`' node dictionaries (a version not found left out), and the calls made: those this client read before,
+    the rest read now, strongly consistent (one BatchGetItem per 100), and kept. A version not found is not remembered:
+    a ModuleX run is registered and started in one request, and its gate read back by another instance a moment later.
+    What a caller uses is what this returns, never the cache again: dispatch's threads share it, and one may clear it
+    meanwhile (VERSIONS_KEPT)."""
     known = _known.setdefault(client, {})
-    calls = 0
-    by_table: dict[str, list[Version]] = {}
-    for version in versions:
-        by_table.setdefault(version[0], []).append(version)
-    for table, wanted in by_table.items():
-        keys = [a.key(workflow_pk(tenant, wf), workflow_version_sk(v)) for _, tenant, wf, v in wanted]
-        calls += -(-len(keys) // BATCH_GET_MAX)
-        got = {
-            (item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item
-            for item in batch_get(
-                client, table, keys, ConsistentRead=True, ProjectionExpression="pk, sk, #d", ExpressionAttributeNames={"#d": "definition"}
-            )
-        }
-        if len(known) + len(wanted) > VERSIONS_KEPT:
-            known.clear()
-        for version, key in zip(wanted, keys, strict=True):
-            if item := got.get((key[wiring.PARTITION_KEY]["S"], key[wiring.SORT_KEY]["S"])):
-                known[version] = node_dictionaries(a.unpacked(item["definition"]))
-    return calls
+    found = {version: held for version in versions if (held := known.get(version)) is not None}
+    missing = [version for version in versions if version not in found]
+    if not missing:
+        return found, 0
+    keys = [a.key(workflow_pk(tenant, wf), workflow_version_sk(v)) for _, tenant, wf, v in missing]
+    got = {
+        (item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item
+        for item in batch_get(
+            client, table, keys, ConsistentRead=True, ProjectionExpression="pk, sk, #d", ExpressionAttributeNames={"#d": "definition"}
+        )
+    }
+    if len(known) + len(missing) > VERSIONS_KEPT:
+        known.clear()
+    for version, key in zip(missing, keys, strict=True):
+        if item := got.get((key[wiring.PARTITION_KEY]["S"], key[wiring.SORT_KEY]["S"])):
+            found[version] = known[version] = node_dictionaries(a.unpacked(item["definition"]))
+    return found, -(-len(keys) // BATCH_GET_MAX)
 
