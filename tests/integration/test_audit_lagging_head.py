@@ -1,6 +1,6 @@
 """A chain's head that lags behind its newest entries (docs/adr/0172): the appender on the stream may leave the head
 where it is while it is marked, an entry waits for a checkpoint and fewer than rules/audit.HEAD_LAG_ENTRIES lie past it
-(formats.AUDIT_HEAD_LAGS_WRITTEN, off in 0.8.0). Every reader takes the run past the head that chains from it for the
+(formats.AUDIT_HEAD_LAGS_WRITTEN, on from 0.9.0). Every reader takes the run past the head that chains from it for the
 chain's: the listing, verification, a checkpoint (which moves the head over it first), the sweep's settle, and the
 check for a draft delivered again; an entry past the head that does not chain from it is not the chain's."""
 
@@ -293,7 +293,7 @@ def test_the_sweep_keeps_a_chain_on_the_pending_index_while_an_entry_lies_past_i
 
 
 def test_with_the_switch_off_every_append_moves_the_head(services, tenant, monkeypatch) -> None:
-    assert formats.AUDIT_HEAD_LAGS_WRITTEN is False
+    monkeypatch.setattr(formats, "AUDIT_HEAD_LAGS_WRITTEN", False)  # as 0.8.0 appends
     admin = signed_in(services)
     runs = decided(services, admin, 2)
     writes = writes_on_chains(monkeypatch)

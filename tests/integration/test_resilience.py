@@ -860,7 +860,7 @@ def test_with_a_new_runs_batch_put_before_its_transaction_a_fault_anywhere_leave
 
 @pytest.mark.parametrize("name", ["audit appender", "audit appender, chains marked"])
 def test_with_the_audit_chains_head_left_behind_a_fault_anywhere_leaves_the_chains_whole(name, tmp_path, monkeypatch):
-    """The writer of docs/adr/0172 (formats.AUDIT_HEAD_LAGS_WRITTEN, the release after 0.8.0), switched on here: on the
+    """The writer of docs/adr/0172 (formats.AUDIT_HEAD_LAGS_WRITTEN, from 0.9.0), switched on here: on the
     marked chains each decision's entry is put past the head, which stays."""
     monkeypatch.setattr(formats, "AUDIT_HEAD_LAGS_WRITTEN", True)
     found = faults_everywhere(name, tmp_path)

@@ -117,6 +117,36 @@ class Upgraded:
             pass
 
 
+def two_on_one_chain(up: Upgraded, apart_from: str) -> tuple[str, str]:
+    """Two new waiting runs whose decisions go to one audit chain, not `apart_from`'s (runs are created until two do)."""
+    firsts: dict[int, str] = {}
+    for _ in range(200):
+        created = up.http("POST", "/runs", {"workflowId": "approve"})
+        assert created[0] == 201, created
+        run_id = created[1]["runId"]
+        chain = audit_items.chain_of_member(run_id)
+        if chain in firsts:
+            return firsts[chain], run_id
+        if chain != audit_items.chain_of_member(apart_from):
+            firsts[chain] = run_id
+    raise AssertionError("no two of 200 new runs share an audit chain")
+
+
+def decided_past_the_head(up: Upgraded, chain: int) -> list[str]:
+    """The runs of the decision entries stored past the chain's head, in the chain's order."""
+    head = up.services.store.audit_log.head(up.tenant, chain)
+    past = boto3.client("dynamodb").query(
+        TableName=up.world.table,
+        KeyConditionExpression="pk = :pk AND sk > :head",
+        ExpressionAttributeValues={
+            ":pk": a.s(audit_items.log_pk(up.tenant, chain)),
+            ":head": a.s(audit_items.entry_sk(head.seq)),
+        },
+    )["Items"]
+    entries = [json.loads(item["entry"]["S"]) for item in past if item["sk"]["S"].startswith(audit_items.ENTRY_SK_PREFIX)]
+    return [e["target"]["runId"] for e in entries if e["action"] == "interrupt.decided"]
+
+
 def event_batches(up: Upgraded, run_id: str) -> list[dict[str, Any]]:
     """The run's event batch items as stored."""
     return boto3.client("dynamodb").query(
@@ -399,6 +429,13 @@ def test_the_previous_release_reads_what_this_one_wrote(
     assert up.http("POST", f"/runs/{wire(runs['approve'])}/interrupts/gate", {"resumeValue": {"action": "accept"}})[0] == 200
     assert up.http("PUT", "/tenant/settings", {"eventRetentionHours": 72, "retentionDays": 30})[0] == 200
     up.settle()
+    # Two decisions on one audit chain, the second while the first waits for its checkpoint: this release's appender
+    # leaves the chain's head behind the second's entry (docs/adr/0172), which the rollback must list and verify
+    runs["new-lag-first"], runs["new-lag-second"] = two_on_one_chain(up, apart_from=runs["new-waiting"])
+    for name in ("new-lag-first", "new-lag-second"):
+        assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": "accept"}})[0] == 200
+        up.settle()
+    assert decided_past_the_head(up, audit_items.chain_of_member(runs["new-lag-first"])) == [runs["new-lag-second"]]
     wrote = {name: up.status(name) for name in runs}
     # Its create's event batch leaves the long text to the gate's interrupt item (format 9, ADR 0134)
     waiting_events = up.http("GET", f"/runs/{wire(runs['new-waiting'])}/events/poll")[1]["events"]
@@ -465,6 +502,9 @@ def test_the_previous_release_reads_what_this_one_wrote(
     assert listed.count(["interrupt.voted", "orphan-run"]) == 1
     assert listed.count(["interrupt.decided", runs["new-waiting"]]) == 1
     assert seen["seen"]["auditAfter"]["chainValid"] is True, json.dumps(seen["seen"]["auditAfter"]["anomalies"])
+    # ... and the decision this release left past its chain's head, listed once beside the one before it
+    for name in ("new-lag-first", "new-lag-second"):
+        assert listed.count(["interrupt.decided", runs[name]]) == 1, name
     # It listed each notice of a delivery this release made of a transition's notices, sent the dead one again by its
     # id, and delivered the one still queued, each notice its own POST (beside them, its own dispatch queued every
     # notice of the table it loaded again, one by one, under the same ids: each kept its own record)

@@ -126,8 +126,9 @@ CREATE_BATCH_PUT_BEFORE_WRITTEN = True
 GATE_PAYLOAD_AGAINST_DEFINITION_WRITTEN = True
 # Whether the audit appender on the stream leaves its chain's head behind its newest entries (rules/audit.head_may_lag):
 # no item changes shape, but 0.7.0's readers stop at the head and would hide those entries, its sweep could take the
-# chain off the pending index past them. 0.8.0 reads past the head (docs/adr/0172): on in the release after 0.8.0.
-AUDIT_HEAD_LAGS_WRITTEN = False
+# chain off the pending index past them. 0.8.0 reads past the head (docs/adr/0172): on from 0.9.0, whose previous
+# release (0.8.0) reads it.
+AUDIT_HEAD_LAGS_WRITTEN = True
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:
