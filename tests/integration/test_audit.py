@@ -56,9 +56,11 @@ def decide(services: Services, principal, run_id: str, value: dict[str, Any]) ->
 
 
 def log(services: Services, tenant: str | None = None, chain: int = 0) -> list[dict[str, Any]]:
+    """The chain's entries as its readers take them: to its head and the run past it that chains from it (ADR 0172)."""
     tenant = tenant or tenant_of_test()
-    head = services.store.audit_log.head(tenant, chain)
-    return [entry for _, entry in services.store.audit_log.entries(tenant, chain, 1, head.seq)]
+    chains = services.store.audit_log
+    tail = chains.tails(tenant, {chain: chains.head(tenant, chain)})[chain]
+    return [entry for _, entry in chains.entries(tenant, chain, 1, tail.seq)]
 
 
 def everything(services: Services, tenant: str | None = None) -> dict[int, list[dict[str, Any]]]:
@@ -387,7 +389,9 @@ def test_a_runs_entries_stay_in_its_chain_and_each_chain_is_a_log_of_its_own(ser
         assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
         assert entries[0]["prevHash"] is None
         assert all(e["prevHash"] == rules.entry_hash(before) for before, e in zip(entries, entries[1:], strict=False))
-        assert services.store.audit_log.head(tenant, chain).hash == rules.entry_hash(entries[-1])
+    tails = services.store.audit_log.tails(tenant, services.store.audit_log.heads(tenant))
+    for chain, entries in chains.items():
+        assert tails[chain].hash == rules.entry_hash(entries[-1])
     actions = [e["action"] for entries in chains.values() for e in entries]
     assert (actions.count("interrupt.voted"), actions.count("interrupt.decided")) == (8, 4)
     assert len(actions) == 12 + actions.count("key.created")  # and the keys signed_in issued
@@ -399,6 +403,11 @@ def test_verification_walks_every_chain_and_names_the_chain_of_each_anomaly(serv
     admin = signed_in(services)
     altered, reordered, removed, inserted = decided_in_distinct_chains(services, admin, 4)
     chain = {run: items.chain_of_member(run) for run in (altered, reordered, removed, inserted)}
+    # Each head moved over the entries left past it (as a checkpoint does first: docs/adr/0172), so what follows
+    # tampers with entries a head covers
+    log = services.store.audit_log
+    for k, head in log.heads(tenant).items():
+        assert log.caught_up(tenant, k, head) is not None
     seq = {run: [n for n, e in services.store.audit_log.entries(tenant, chain[run], 1, 100) if e["target"].get("runId") == run] for run in chain}
     client = boto3.client("dynamodb")
 
@@ -503,8 +512,9 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
     events.register("provide-client-params.dynamodb.UpdateItem", moved)
     for approver in approvers:
         decide(services, approver, run_id, {"action": "accept"})
-    # Three appends to the run's chain: the first marked it as waiting, the other two wrote no marker (no GSI write).
-    assert [marks for head, marks in writes if head == items.head_pk(tenant, chain)] == [1, 0, 0]
+    # Three appends to the run's chain: the first marked it as waiting; the other two wrote no marker (no GSI write),
+    # and, the chain marked and waiting for its checkpoint, left its head behind them (docs/adr/0172)
+    assert [marks for head, marks in writes if head == items.head_pk(tenant, chain)] == [1]
     pending = set(services.store.audit_log.pending_chains())
     assert (tenant, chain) in pending
     assert len(pending) == len(services.store.audit_log.heads(tenant))

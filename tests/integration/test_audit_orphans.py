@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.composition import Services
-from interlude.domain import clock
+from interlude.domain import clock, formats
 from interlude.domain.audit import AuditDraft
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.rules import audit as rules
@@ -148,8 +148,11 @@ def test_an_entry_beyond_the_head_that_does_not_chain_from_it_is_written_over(se
     assert "forged" in line.getMessage()
 
 
-def marked_chain(services: Services, tenant: str) -> None:
-    """A chain with one entry, its head marked (on the checkpoint sweep's list): the next append is plain writes."""
+def marked_chain(services: Services, tenant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain with one entry, its head marked (on the checkpoint sweep's list): the next append is plain writes, which
+    move the head (as 0.8.0's appender, and any append that would leave 8 past it: a head that may lag stays behind
+    them, docs/adr/0172, test_audit_lagging_head.py)."""
+    monkeypatch.setattr(formats, "AUDIT_HEAD_LAGS_WRITTEN", False)
     services.store.audit_log.append_drafts(tenant, 0, [(draft(tenant, "run-0"), "source-0")], 0.0)
     assert services.store.audit_log.head(tenant, 0).marked
 
@@ -157,7 +160,7 @@ def marked_chain(services: Services, tenant: str) -> None:
 def test_an_appender_that_stops_before_the_head_leaves_orphans_its_record_adopts_when_it_comes_again(
     services, tenant, monkeypatch
 ) -> None:
-    marked_chain(services, tenant)
+    marked_chain(services, tenant, monkeypatch)
     log = services.store.audit_log
     placed = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
     real_update = log.client.update_item
@@ -201,7 +204,7 @@ def raced_after_first_put(monkeypatch: pytest.MonkeyPatch, log: items.AuditLog, 
 
 
 def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(services, tenant, monkeypatch) -> None:
-    marked_chain(services, tenant)
+    marked_chain(services, tenant, monkeypatch)
     log = services.store.audit_log
     other = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
     mine = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
