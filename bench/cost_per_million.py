@@ -523,6 +523,20 @@ def rereads_per_request(measured: dict[str, Any], pace: str, authed: float) -> f
     return sum(min(1.0, 1 / (per_s * caches[k])) for k in ("key", "limits")) if per_s else 0.0
 
 
+def counter_writes(measured: dict[str, Any], pace: str, authed: float) -> float:
+    """Request-counter writes per authenticated request at `pace`: busy, an instance at BUSY_REQUESTS_PER_S; quiet, one
+    instance answering the tenant's requests at the lifecycle's own rate (`authed` a lifecycle), measured at the
+    rates of 1-4 requests a lifecycle: the highest measured at or under it (fewer requests a second share a lease
+    counted ahead less: more writes each)."""
+    found = measured["counter_writes_per_request"][pace]
+    if not isinstance(found, dict):
+        return float(found)
+    rate = authed * measured["paces"][pace]
+    rates = sorted(float(r) for r in found)
+    under = [r for r in rates if r <= rate + 1e-9]
+    return float(found[str(under[-1] if under else rates[0])]) if rates else 1.0
+
+
 def fixed_monthly(measured: dict[str, Any]) -> tuple[list[Line], list[Line]]:
     """A deployment's own costs each month, whatever its traffic: (infrastructure, observability), $ per month."""
     consumers = [f for f in wiring.FUNCTIONS if f.consumes]
@@ -569,7 +583,8 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     sizes = batch_sizes(measured, name, pace, queues_alone)
     add(Line("Lambda requests", invocations, "invocations", invocations * price("lambda_request"),
              f"{by_function(parts)}; records an invocation holds: {held(sizes)}"))
-    counter = authed * measured["counter_writes_per_request"][pace]
+    per_request = counter_writes(measured, pace, authed)
+    counter = authed * per_request
     # The request counter's own writes (priced per request below) hold the API function for their round trips too.
     counter_ms = counter * CALL_MS["dynamodb:UpdateItem"]
     ms = total("", lambda s: billed_ms(s.inv) if is_lambda(s.inv) else 0) + counter_ms
@@ -582,7 +597,7 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     wru = total("wru")
     add(Line("DynamoDB writes", wru + counter, "WRU", (wru + counter) * price("dynamodb_wru"),
              f"{wru:g} as counted (GSI and the audit marker's share included) + request counter {counter:.2f} "
-             f"({authed:g} authenticated requests × {measured['counter_writes_per_request'][pace]:.2f})"))
+             f"({authed:g} authenticated requests × {per_request:.2f})"))
     rereads = authed * rereads_per_request(measured, pace, authed)
     rru = total("rru")
     add(Line("DynamoDB reads", rru + rereads, "RRU", (rru + rereads) * price("dynamodb_rru"),

@@ -432,9 +432,11 @@ def measured_rounds(
     return [as_dict(record, ms) for record, ms in zip(last, cpu, strict=True)], stored
 
 
-def counter_writes_per_request(services: Any, pace: float, windows: int = 10) -> float:
-    """Request-counter writes per request of one warm API instance answering `pace` requests/s of a tenant at the
-    default limit, once its leases have grown to that pace (app/limits.py, run against the table)."""
+def counter_writes_per_request(services: Any, rate: float, seconds: int = 600) -> float:
+    """Request-counter writes per request of one warm API instance answering a tenant's `rate` requests/s, evenly
+    spaced, at the default limit, once its leases have grown to that pace (app/limits.py, run against the table): the
+    requests of the first minute not counted, the next `seconds` are (several spans: a lease counted ahead covers the
+    windows its span still holds, rules/limits.AHEAD_WINDOWS)."""
     from interlude.app.limits import RequestLeases
     from interlude.config import settings
     from interlude.rules.limits import window_of
@@ -449,14 +451,18 @@ def counter_writes_per_request(services: Any, pace: float, windows: int = 10) ->
 
     counters = Counted(services.store.table, services.store.client)
     leases = RequestLeases()
-    per_window = max(1, round(pace))
     limit = settings().tenant_requests_per_second
-    for second in range(windows + 1):
-        if second == 1:
+    warm, counted = round(60 * rate), round(seconds * rate)
+    for k in range(warm + counted):
+        if k == warm:
             Counted.writes = 0
-        for _ in range(per_window):
-            leases.admit(counters, f"pace-{pace}", window_of(10_000 + second + 0.5), limit)
-    return Counted.writes / (per_window * windows) if pace >= 1 else 1.0
+        leases.admit(counters, f"rate-{rate}", window_of(10_020.5 + k / rate), limit)
+    return Counted.writes / counted
+
+
+def quiet_request_rates() -> list[float]:
+    """A tenant's authenticated requests/s at the quiet pace for each count of them a lifecycle makes (1-4)."""
+    return [round(n * PACES["quiet"], 6) for n in range(1, 5)]
 
 
 def measure(rounds: int) -> dict[str, Any]:
@@ -488,7 +494,10 @@ def measure(rounds: int) -> dict[str, Any]:
                     quiet, _ = measured_rounds(deployment, tenant, lifecycle, rounds, lambda: audit_chain_settled(tenant))
                     found[name] = {"title": title, "busy": busy, "quiet": quiet, "stored": stored}
                 audit = measure_audit(deployment, tenant)
-                counter = {pace: counter_writes_per_request(tenant.services, pace) for pace in (BUSY_REQUESTS_PER_S, 1)}
+                counter = {
+                    "busy": counter_writes_per_request(tenant.services, BUSY_REQUESTS_PER_S),
+                    "quiet": {str(rate): counter_writes_per_request(tenant.services, rate) for rate in quiet_request_rates()},
+                }
         finally:
             deployment.close()
     wiring.AUDIT_CHAINS = chains
@@ -506,7 +515,7 @@ def measure(rounds: int) -> dict[str, Any]:
             "marker_keep_s": audit_rules.MARKER_KEEP_SECONDS,
             "sweep_every_s": wiring.AUDIT_CHECKPOINT_SWEEP.every_s,
         },
-        "counter_writes_per_request": {"busy": counter[BUSY_REQUESTS_PER_S], "quiet": counter[1]},
+        "counter_writes_per_request": counter,
         "tenant_requests_per_second": settings().tenant_requests_per_second,
         "tenant_open_runs": settings().tenant_open_runs,
         "caches_s": {"key": key_cache, "limits": limits_cache, "key_ring": settings().key_ring_cache_seconds},

@@ -207,14 +207,20 @@ def burst(api: Api, size: int) -> list[requests.Response]:
 
 
 def request_windows(stack_info: dict[str, str], tenant: str) -> dict[str, int]:
-    """The tenant's request counter as the stack's table holds it: requests counted per one-second window."""
+    """The tenant's request counter as the stack's table holds it: requests counted per one-second window (each span
+    item holds its windows' counts, `n{k}` the k-th second's)."""
     got = stack_client(stack_info, "dynamodb").query(
         TableName=TABLE_NAME,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": rate_pk(tenant)}},
         ConsistentRead=True,
     )
-    return {item["sk"]["S"]: int(item["n"]["N"]) for item in got["Items"]}
+    return {
+        f"{int(item['sk']['S'].removeprefix('S#')) + int(name[1:])}": int(value["N"])
+        for item in got["Items"]
+        for name, value in item.items()
+        if name[:1] == "n" and name[1:].isdigit()
+    }
 
 
 def test_a_flooding_tenant_gets_429_with_retry_after_while_another_tenant_is_unaffected(
@@ -243,11 +249,12 @@ def test_a_flooding_tenant_gets_429_with_retry_after_while_another_tenant_is_una
         assert 1 <= int(response.headers["Retry-After"]) <= 1
         assert "retryAfter" not in json.dumps(body)
     # No window the flood hit let more than the limit through: each window's count (a request is admitted only once
-    # counted) is at most 3, and every admitted request is in those counts.
+    # counted) is at most 3, and every admitted request is in those counts (beside what instances counted ahead in
+    # windows they then had no request for: docs/adr/0174).
     windows = request_windows(stack_info, flooder.tenant)
     assert max(windows.values()) <= 3, windows
     admitted = len(flood) - len(limited)
-    assert admitted == sum(windows.values()) - counted_before, windows
+    assert admitted <= sum(windows.values()) - counted_before, windows
     assert admitted <= 3 * (int(elapsed) + 2)
     assert [r.status_code for r in calm] == [200] * len(calm)
 

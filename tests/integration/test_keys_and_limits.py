@@ -81,9 +81,19 @@ class CountedStore(LimitStore):
         super().__init__(TABLE, client)
         self.writes = 0
 
-    def count_request(self, tenant: str, window: rules.Window, limit: int, requests: int = 1) -> int | None:
+    def count_request(self, tenant: str, window: rules.Window, limit: int, requests: int = 1, windows: int = 1) -> int | None:
         self.writes += 1
-        return super().count_request(tenant, window, limit, requests)
+        return super().count_request(tenant, window, limit, requests, windows)
+
+
+def window_counts(client: Any, tenant: str, first: int, last: int) -> list[int]:
+    """What the tenant's request counter holds for each one-second window from `first` to `last` (epoch seconds)."""
+    counts = []
+    for start in range(first, last + 1):
+        window = rules.window_of(start)
+        item = client.get_item(TableName=TABLE, Key={"pk": {"S": f"T#{tenant}#RATE"}, "sk": {"S": f"S#{window.span}"}})
+        counts.append(int(item.get("Item", {}).get(f"n{start - window.span}", {"N": "0"})["N"]))
+    return counts
 
 
 def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_lease_unused(services, tenant) -> None:
@@ -99,14 +109,14 @@ def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_l
         name, leases = ("here", here) if turn % 3 else ("there", there)
         if leases.admit(counters, tenant, window, limit).allowed:
             admitted[name] += 1
-    item = services.store.client.get_item(TableName=TABLE, Key={"pk": {"S": f"T#{tenant}#RATE"}, "sk": {"S": "W#2000"}})
-    assert item["Item"]["n"] == {"N": str(limit)}  # the window's count is full: nothing more is admitted anywhere
+    # the window's count is full: nothing more is admitted anywhere
+    assert window_counts(services.store.client, tenant, 2000, 2000) == [limit]
     assert sum(admitted.values()) <= limit  # never more than the limit, whichever instance answered
     unused = limit - sum(admitted.values())
     assert unused < 2 * (limit // app_limits.LEASE_LIMIT_DIVISOR)  # each instance holds less than one lease unused
 
 
-def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_one_by_one(
+def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_its_next_seconds_in_one_write(
     services, tenant, other_tenant
 ) -> None:
     counters = CountedStore(services.store.client)
@@ -116,11 +126,42 @@ def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_one_by_on
             assert busy.admit(counters, tenant, rules.window_of(second + 0.5), 400).allowed
     # The first window grows its leases (1, 1, 2, 4, 8, 16, 32); each later one leases its pace (40) at once.
     assert counters.writes == 7 + 1 + 1
+    # A quiet instance counts one request in each of the next windows its span holds (docs/adr/0174): one write for
+    # its requests of the next 15 seconds, where it wrote once for each
     quiet = RequestLeases()
     counters.writes = 0
-    for second in (4_000, 4_002, 4_004):
+    for second in (4_000, 4_002, 4_004, 4_014):
         assert quiet.admit(counters, other_tenant, rules.window_of(second + 0.5), 400).allowed
+    assert counters.writes == 1
+    assert window_counts(services.store.client, other_tenant, 3_999, 4_015) == [0] + [1] * rules.AHEAD_WINDOWS + [0]
+    # ... and the next window, past them, counts again, as far as its span goes (4,019: the span of 3,960 ends)
+    assert quiet.admit(counters, other_tenant, rules.window_of(4_015.5), 400).allowed
+    assert counters.writes == 2
+    assert window_counts(services.store.client, other_tenant, 4_015, 4_020) == [1, 1, 1, 1, 1, 0]
+
+
+def test_a_lease_counted_ahead_never_passes_a_later_windows_limit_and_is_counted_alone_where_it_does_not_fit(
+    services, tenant
+) -> None:
+    counters = CountedStore(services.store.client)
+    limit = 4
+    # Other instances hold the whole of a window five seconds on
+    assert counters.count_request(tenant, rules.window_of(5_005.5), limit, limit) == limit
+    quiet = RequestLeases()
+    counters.writes = 0
+
+    # Counting ahead would pass that window's limit: refused whole, this window is counted alone, and so is each
+    # next one of the span (no more writes refused on the crowded window)
+    assert quiet.admit(counters, tenant, rules.window_of(5_000.5), limit).allowed
+    assert counters.writes == 2
+    assert window_counts(services.store.client, tenant, 5_000, 5_006) == [1, 0, 0, 0, 0, limit, 0]
+    assert quiet.admit(counters, tenant, rules.window_of(5_001.5), limit).allowed
     assert counters.writes == 3
+    assert not quiet.admit(counters, tenant, rules.window_of(5_005.5), limit).allowed
+    assert window_counts(services.store.client, tenant, 5_000, 5_006) == [1, 1, 0, 0, 0, limit, 0]
+    # The next span counts ahead again
+    assert quiet.admit(counters, tenant, rules.window_of(5_040.5), limit).allowed
+    assert window_counts(services.store.client, tenant, 5_039, 5_041)[1:] == [1, 1]
 
 
 def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(

@@ -40,13 +40,18 @@ def host_defaults() -> rules.Limits:
 
 @dataclass
 class Lease:
-    """One warm instance's allowance for one tenant's window: counted on the shared counter before it is used."""
+    """One warm instance's allowance for one tenant: counted on the shared counter before it is used, in the window it
+    is in and, counted ahead, in the next ones up to `until`."""
 
     window: int
     previous: int  # requests this instance admitted in the window just before (0 if none)
     left: int = 0
     used: int = 0
     full: bool = False  # a lease did not fit: the rest of this window is counted one request at a time
+    until: int = 0  # the last window counted ahead, `ahead` requests in each
+    ahead: int = 0
+    # The span in which counting ahead did not fit (a later window full): its windows are counted one at a time.
+    crowded_span: int = -1
 
 
 def lease_size(limit: int, pace: int) -> int:
@@ -56,7 +61,9 @@ def lease_size(limit: int, pace: int) -> int:
 
 
 class RequestLeases:
-    """The request counter, counted ahead in leases (one UpdateItem of k per k requests of a busy instance).
+    """The request counter, counted ahead in leases (one UpdateItem of k per k requests of a busy instance), each
+    counted in the instance's window and the next ones of its span at once (rules/limits.AHEAD_WINDOWS, docs/adr/0174):
+    a quiet instance writes once for its requests of the next seconds, not once each.
 
     Nothing is admitted that the shared counter has not counted, so a tenant never passes its limit; the cost is
     the other way: a request is refused when the window's count is full even if other instances hold leased
@@ -69,25 +76,44 @@ class RequestLeases:
     def admit(self, counters: RequestCounters, tenant: str, window: rules.Window, limit: int) -> rules.Admission:
         lease = self._held.get(tenant)
         if lease is None or lease.window != window.start:
-            before = lease.used if lease is not None and lease.window == window.start - rules.WINDOW_SECONDS else 0
-            lease = Lease(window=window.start, previous=before)
-            self._held[tenant] = lease
-            self._held.move_to_end(tenant)
-            if len(self._held) > self._size:
-                self._held.popitem(last=False)
+            lease = self._enter(tenant, lease, window)
         if lease.left == 0:
             size = 1 if lease.full else lease_size(limit, max(lease.previous, lease.used))
-            counted = counters.count_request(tenant, window, limit, size)
+            # A window not counted yet is counted with the next ones its span holds; one counted ahead, topped up
+            # alone; where a later window had no room, each alone for the rest of the span.
+            windows = 1 if lease.full or lease.until >= window.start or lease.crowded_span == window.span else rules.AHEAD_WINDOWS
+            counted = counters.count_request(tenant, window, limit, size, windows)
+            if counted is None and window.ahead(windows) > 1:
+                lease.crowded_span = window.span
+                windows = 1
+                counted = counters.count_request(tenant, window, limit, size)
             if counted is None and size > 1:
                 lease.full = True  # the last of the window's allowance is counted one request at a time
                 size = 1
                 counted = counters.count_request(tenant, window, limit, size)
             if counted is None:
                 return rules.admission(None, limit, window)
+            if window.ahead(windows) > 1:
+                lease.until = window.start + (window.ahead(windows) - 1) * rules.WINDOW_SECONDS
+                lease.ahead = size
             lease.left = size
         lease.left -= 1
         lease.used += 1
         return rules.Admission(allowed=True, limit=limit)
+
+    def _enter(self, tenant: str, lease: Lease | None, window: rules.Window) -> Lease:
+        """The instance's lease for the tenant's new window: what it counted ahead in it (if it did) to use first."""
+        before = lease.used if lease is not None and lease.window == window.start - rules.WINDOW_SECONDS else 0
+        entered = Lease(window=window.start, previous=before)
+        if lease is not None:
+            entered.crowded_span = lease.crowded_span
+            if lease.window < window.start <= lease.until:
+                entered.until, entered.ahead, entered.left = lease.until, lease.ahead, lease.ahead
+        self._held[tenant] = entered
+        self._held.move_to_end(tenant)
+        if len(self._held) > self._size:
+            self._held.popitem(last=False)
+        return entered
 
 
 class TenantLimiter:

@@ -11,9 +11,14 @@ from interlude.domain.errors import Forbidden
 if TYPE_CHECKING:  # annotations only: the store imports this module, and a cold start need not build the models
     from interlude.domain.models.tenants import TenantLimits
 
-# Requests are counted in fixed windows of this many seconds, one counter item per tenant and window.
+# Requests are counted in fixed windows of this many seconds; one counter item per tenant holds a span's windows, each
+# its own count (store/limits.py), so one write can count a lease in several of them (docs/adr/0174).
 WINDOW_SECONDS = 1
-# A window's counter is kept this long after it closes (DynamoDB TTL sweeps it), long enough to read in a bench.
+SPAN_SECONDS = 60
+# How many windows, this one included, a warm instance counts its lease in at once (app/limits.py): what it may hold
+# unused in each is a lease, as in one window, and a quiet instance writes once for its next requests, not each.
+AHEAD_WINDOWS = 15
+# A span's counter is kept this long after it closes (DynamoDB TTL sweeps it), long enough to read in a bench.
 WINDOW_TTL_SECONDS = 3600
 
 
@@ -43,18 +48,29 @@ def effective(own: "TenantLimits", defaults: Limits) -> Limits:
 
 
 class Window(NamedTuple):
-    """The fixed window a request falls in: its start (epoch seconds) and when the next one opens."""
+    """The fixed window a request falls in: its start (epoch seconds), when the next one opens, and when its span's
+    counter may go."""
 
     start: int
     retry_after_s: int
     expires_at: int
+
+    @property
+    def span(self) -> int:
+        """The start of the span whose counter item holds this window's count."""
+        return self.start // SPAN_SECONDS * SPAN_SECONDS
+
+    def ahead(self, windows: int) -> int:
+        """How many windows from this one, itself included, up to `windows`, its span still holds."""
+        return max(1, min(windows, (self.span + SPAN_SECONDS - self.start) // WINDOW_SECONDS))
 
 
 def window_of(now_epoch: float) -> Window:
     start = int(now_epoch // WINDOW_SECONDS) * WINDOW_SECONDS
     # Retry-After is whole seconds (RFC 9110), at least 1: the next window has opened by then.
     retry_after = max(1, math.ceil(start + WINDOW_SECONDS - now_epoch))
-    return Window(start=start, retry_after_s=retry_after, expires_at=start + WINDOW_SECONDS + WINDOW_TTL_SECONDS)
+    span_end = start // SPAN_SECONDS * SPAN_SECONDS + SPAN_SECONDS
+    return Window(start=start, retry_after_s=retry_after, expires_at=span_end + WINDOW_TTL_SECONDS)
 
 
 class Admission(NamedTuple):

@@ -1,6 +1,7 @@
 """The counters behind per-tenant limits (rules in interlude/rules/limits.py; reasons in docs/adr/0017).
 
-  request window  T#{tenant}#RATE[#{shard}]    W#{windowStart}   n: requests counted in that window; swept by TTL
+  request span    T#{tenant}#RATE[#{shard}]    S#{spanStart}     n{k}: requests counted in the span's k-th one-second
+                                                                 window (rules/limits.SPAN_SECONDS of them); swept by TTL
   usage           T#{tenant}[#USAGE#{shard}]   USAGE             openRuns (per shard), workflowVersions (shard 0), and
                                                                  the month's billed measures of the runs that claimed or
                                                                  released there (`{measure}@{YYYY-MM}`: rules/usage.py)
@@ -19,7 +20,8 @@ admit up to their parts beside it, and a quota lowered to one of more shards tha
 it uncounted by claims until they end (docs/adr/0116).
 
 Requests are counted by one conditional UpdateItem that refuses to count past the limit, so any number of Lambda
-instances share one count; a warm instance counts them ahead, a lease of several at a time (app/limits.py).
+instances share one count; a warm instance counts them ahead, a lease of several at a time, in the window it is in and
+the next ones its span holds, in one write (app/limits.py, docs/adr/0174).
 The usage counters change only inside the transaction that creates or ends a run or stores a workflow version
 (store/transitions.py, store/workflows.py), so they cannot drift from what they count: a claim is conditional on the quota, a release (a
 run ending) never is, so a run can always end. The same updates bill the tenant's usage of the month (docs/adr/0123):
@@ -35,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlude import wiring
-from interlude.rules.limits import Window
+from interlude.rules.limits import WINDOW_SECONDS, Window
 from interlude.store import attributes as a
 from interlude.store.table import batch_get, conditionally
 
@@ -153,23 +155,25 @@ class LimitStore:
         self.table = table
         self.client = client
 
-    def count_request(self, tenant: str, window: Window, limit: int, requests: int = 1) -> int | None:
+    def count_request(self, tenant: str, window: Window, limit: int, requests: int = 1, windows: int = 1) -> int | None:
         """Count `requests` requests (one, or a warm instance's lease of several: app/limits.py) in the tenant's
-        window: the count including them, or None when they do not all fit (then nothing is counted, so refused
-        requests do not push the count further). Above RATE_PER_SHARD the count is one random shard's, against
-        that shard's part of `limit`."""
+        `window` and in each of the `windows` - 1 after it that its span holds: the count of `window` including them,
+        or None when they do not all fit in every one (then nothing is counted, so refused requests do not push a
+        count further). Above RATE_PER_SHARD the count is one random shard's, against that shard's part of `limit`."""
         shards = rate_shards(limit)
         shard = random.randrange(shards)
         limit = share(limit, shards, shard)
         if requests > limit:
             return None
+        first = (window.start - window.span) // WINDOW_SECONDS
+        names = {f"#n{k}": f"n{k}" for k in range(first, first + window.ahead(windows))}
         got = conditionally(
             self.client.update_item,
             TableName=self.table,
-            Key=a.key(rate_pk(tenant, shard), f"W#{window.start}"),
-            UpdateExpression="ADD n :k SET #ttl = :ttl",
-            ConditionExpression="attribute_not_exists(n) OR n <= :room",
-            ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
+            Key=a.key(rate_pk(tenant, shard), f"S#{window.span}"),
+            UpdateExpression="ADD " + ", ".join(f"{name} :k" for name in names) + " SET #ttl = :ttl",
+            ConditionExpression=" AND ".join(f"(attribute_not_exists({name}) OR {name} <= :room)" for name in names),
+            ExpressionAttributeNames={**names, "#ttl": wiring.TTL_ATTRIBUTE},
             ExpressionAttributeValues={
                 ":k": a.n(requests),
                 ":room": a.n(limit - requests),
@@ -177,7 +181,7 @@ class LimitStore:
             },
             ReturnValues="UPDATED_NEW",
         )
-        return None if got is None else int(got["Attributes"]["n"]["N"])
+        return None if got is None else int(got["Attributes"][f"n{first}"]["N"])
 
     def usage(self, tenant: str) -> dict[str, int]:
         """The sums over every usage shard (one BatchGetItem: a lowered limit leaves runs on higher shards)."""
