@@ -164,6 +164,19 @@ def test_a_lease_counted_ahead_never_passes_a_later_windows_limit_and_is_counted
     assert window_counts(services.store.client, tenant, 5_039, 5_041)[1:] == [1, 1]
 
 
+def test_instances_that_counted_ahead_and_went_quiet_never_hold_a_tenants_whole_second(services, tenant) -> None:
+    counters = CountedStore(services.store.client)
+    limit = 4
+    # Ten instances each answer one request of the tenant's in the same second, then none (a burst spread over a
+    # fleet): each counts ahead where a later second has room under half the limit, else that second alone
+    for _ in range(10):
+        RequestLeases().admit(counters, tenant, rules.window_of(6_000.5), limit)
+    later = window_counts(services.store.client, tenant, 6_001, 6_014)
+    assert max(later) <= limit // 2, later
+    # so a request in a later second, on an instance that counted nothing ahead, is still admitted
+    assert RequestLeases().admit(counters, tenant, rules.window_of(6_001.5), limit).allowed
+
+
 def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(
     services, tenant
 ) -> None:

@@ -18,6 +18,10 @@ SPAN_SECONDS = 60
 # How many windows, this one included, a warm instance counts its lease in at once (app/limits.py): what it may hold
 # unused in each is a lease, as in one window, and a quiet instance writes once for its next requests, not each.
 AHEAD_WINDOWS = 15
+# Leases counted ahead take at most this share of a later window's limit (a count ahead past it is refused whole): the
+# rest is left to the requests that window will bring, so instances that counted ahead and then had no request in it
+# (however many) never hold a tenant's whole second (docs/adr/0174).
+AHEAD_SHARE = 0.5
 # A span's counter is kept this long after it closes (DynamoDB TTL sweeps it), long enough to read in a bench.
 WINDOW_TTL_SECONDS = 3600
 

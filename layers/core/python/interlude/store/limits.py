@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlude import wiring
-from interlude.rules.limits import WINDOW_SECONDS, Window
+from interlude.rules.limits import AHEAD_SHARE, WINDOW_SECONDS, Window
 from interlude.store import attributes as a
 from interlude.store.table import batch_get, conditionally
 
@@ -157,28 +157,35 @@ class LimitStore:
 
     def count_request(self, tenant: str, window: Window, limit: int, requests: int = 1, windows: int = 1) -> int | None:
         """Count `requests` requests (one, or a warm instance's lease of several: app/limits.py) in the tenant's
-        `window` and in each of the `windows` - 1 after it that its span holds: the count of `window` including them,
-        or None when they do not all fit in every one (then nothing is counted, so refused requests do not push a
-        count further). Above RATE_PER_SHARD the count is one random shard's, against that shard's part of `limit`."""
+        `window` and in each of the `windows` - 1 after it that its span holds (each of those within AHEAD_SHARE of
+        the limit): the count of `window` including them, or None when they do not all fit in every one (then nothing
+        is counted, so refused requests do not push a count further). Above RATE_PER_SHARD the count is one random
+        shard's, against that shard's part of `limit`."""
         shards = rate_shards(limit)
         shard = random.randrange(shards)
         limit = share(limit, shards, shard)
         if requests > limit:
             return None
         first = (window.start - window.span) // WINDOW_SECONDS
-        names = {f"#n{k}": f"n{k}" for k in range(first, first + window.ahead(windows))}
+        later = [f"#n{k}" for k in range(first + 1, first + window.ahead(windows))]
+        # Counted ahead, a later window keeps the part of its limit past AHEAD_SHARE for its own requests.
+        ahead_room = int(limit * AHEAD_SHARE) - requests
+        if later and ahead_room < 0:
+            return None
+        names = {name: name[1:] for name in (f"#n{first}", *later)}
+        condition = [f"(attribute_not_exists(#n{first}) OR #n{first} <= :room)"]
+        condition += [f"(attribute_not_exists({name}) OR {name} <= :ahead)" for name in later]
+        values = {":k": a.n(requests), ":room": a.n(limit - requests), ":ttl": a.n(window.expires_at)}
+        if later:
+            values[":ahead"] = a.n(ahead_room)
         got = conditionally(
             self.client.update_item,
             TableName=self.table,
             Key=a.key(rate_pk(tenant, shard), f"S#{window.span}"),
             UpdateExpression="ADD " + ", ".join(f"{name} :k" for name in names) + " SET #ttl = :ttl",
-            ConditionExpression=" AND ".join(f"(attribute_not_exists({name}) OR {name} <= :room)" for name in names),
+            ConditionExpression=" AND ".join(condition),
             ExpressionAttributeNames={**names, "#ttl": wiring.TTL_ATTRIBUTE},
-            ExpressionAttributeValues={
-                ":k": a.n(requests),
-                ":room": a.n(limit - requests),
-                ":ttl": a.n(window.expires_at),
-            },
+            ExpressionAttributeValues=values,
             ReturnValues="UPDATED_NEW",
         )
         return None if got is None else int(got["Attributes"][f"n{first}"]["N"])
