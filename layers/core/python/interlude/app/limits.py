@@ -50,7 +50,8 @@ class Lease:
     full: bool = False  # a lease did not fit: the rest of this window is counted one request at a time
     until: int = 0  # the last window counted ahead, `ahead` requests in each
     ahead: int = 0
-    # The span in which counting ahead did not fit (a later window full): its windows are counted one at a time.
+    # The span in which counting ahead did not fit (a later window past its share counted ahead): its windows are
+    # counted one at a time.
     crowded_span: int = -1
 
 
@@ -67,7 +68,8 @@ class RequestLeases:
 
     Nothing is admitted that the shared counter has not counted, so a tenant never passes its limit; the cost is
     the other way: a request is refused when the window's count is full even if other instances hold leased
-    allowance they will not use (each less than its lease, so less than a quarter of the limit per instance)."""
+    allowance they will not use (each at most its lease, so at most a quarter of the limit per instance; what was
+    counted ahead, at most rules/limits.AHEAD_SHARE of the window whatever the instances)."""
 
     def __init__(self, size: int = LIMITS_CACHE_SIZE) -> None:
         self._held: OrderedDict[str, Lease] = OrderedDict()
