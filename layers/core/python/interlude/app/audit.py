@@ -16,11 +16,13 @@ from interlude.app.caught import caught
 from interlude.domain.clock import instant
 from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
-from interlude.store.audit import chain_of, decode_before, encode_before
+from interlude.store.audit import Listed, chain_of, decode_before, encode_before
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     # Annotations only: the timeouts function's checkpoint sweep loads this module and needs no run model.
-    from interlude.app.ports import Anchors, AnchorsSource, AuditChains, SigningKeySource, Transactions
+    from interlude.app.ports import Anchors, AnchorsSource, AuditChains, Concurrently, SigningKeySource, Transactions
     from interlude.domain.audit import AuditDraft
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,9 @@ logger = logging.getLogger(__name__)
 MAX_VERIFY_ENTRIES = 10_000
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
+# The fewest entries a page first reads of a chain: seven of ≈ 520 B fill the 4 KB an eventually consistent read unit
+# (half an RRU) bills a Query for however few it holds (`chain_page`, docs/adr/0173).
+CHAIN_PAGE_MIN = 7
 
 # -- appending and checkpoints -----------------------------------------------------------------------------------
 
@@ -45,11 +50,14 @@ class AuditTrail:
         writes: Transactions,
         signing_key: SigningKeySource | None = None,
         anchors: AnchorsSource | None = None,
+        concurrently: Concurrently[int, Listed] | None = None,
     ) -> None:
         self.chains = chains
         self.writes = writes
         self._signing_key = signing_key
         self._anchors = anchors
+        # Runs a listing's reads of several chains side by side (the composition's threads); else one after another.
+        self._concurrently = concurrently
 
     def signing_key(self) -> Any:
         if self._signing_key is None:
@@ -279,22 +287,31 @@ class AuditTrail:
 
     def entries_page(self, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
         """Newest first across the tenant's chains (by `at`; a chain's own entries in their order); `cursor` continues
-        after the previous page. Reads the chains' heads (one BatchGetItem per 100) and, per chain that has entries
-        left, one Query of at most `limit`; and one past each head (eventually consistent, as those), for the entries
-        there that chain from it (docs/adr/0172)."""
+        after the previous page. Reads the chains' heads (one BatchGetItem per 100), then side by side one small page
+        of each chain with entries left (`chain_page`), a marked chain's from its tail in the same Query (`listed`:
+        docs/adr/0172, 0173), and a chain's next page only where the merge takes its page to the end: the most the page
+        may still take of it, so once a page at most."""
+        before = decode_before(cursor) if cursor is not None else None
+        if cursor is not None and before is None:
+            raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
         log = self.chains
-        heads = log.tails(tenant, log.heads(tenant), consistent=False)
-        if cursor is not None:
-            before = decode_before(cursor)
-            if before is None:
-                raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
-        else:
-            before = {chain: head.seq + 1 for chain, head in heads.items()}
-        streams: dict[int, list[dict[str, Any]]] = {}
-        more: dict[int, bool] = {}
-        for chain, below in before.items():
-            if below > 1:
-                streams[chain], more[chain] = log.newest(tenant, chain, limit, below)
+        heads = log.heads(tenant, consistent=False)
+        wanted = before if before is not None else dict.fromkeys(heads, None)
+        size = chain_page(limit, len(wanted))
+
+        def read(chain: int) -> Listed:
+            head = heads.get(chain, rules.Head())
+            if chain in wanted:
+                return log.listed(tenant, chain, head, size, wanted[chain])
+            # Listed to its end: its tail alone, for `chains`.
+            return Listed(log.tails(tenant, {chain: head}, consistent=False)[chain], [], False)
+
+        # A settled chain the cursor does not continue is its own tail: nothing to read.
+        chains = sorted(set(wanted) | {chain for chain, head in heads.items() if head.marked})
+        pages = dict(zip(chains, self._side_by_side(read, chains), strict=True))
+        streams = {chain: page.entries for chain, page in pages.items() if page.entries}
+        more = {chain: pages[chain].more for chain in streams}
+        below = {chain: pages[chain].entries[0]["_seq"] + 1 for chain in streams}
         taken: list[dict[str, Any]] = []
         position = dict.fromkeys(streams, 0)
         while len(taken) < limit:
@@ -302,20 +319,33 @@ class AuditTrail:
             if not live:
                 break
             chain = max(live, key=lambda k: (str(streams[k][position[k]].get("at", "")), k))
-            taken.append(streams[chain][position[chain]])
+            entry = streams[chain][position[chain]]
+            taken.append(entry)
             position[chain] += 1
-        following: dict[int, int] = {}
-        for chain, stream in streams.items():
-            if position[chain] < len(stream) or more[chain]:
-                following[chain] = stream[position[chain] - 1]["_seq"] if position[chain] else before[chain]
+            below[chain] = entry["_seq"]
+            if position[chain] == len(streams[chain]) and more[chain] and len(taken) < limit:
+                streams[chain], more[chain] = log.newest(tenant, chain, limit - len(taken), below[chain])
+                position[chain] = 0
+        following = {chain: below[chain] for chain in streams if position[chain] < len(streams[chain]) or more[chain]}
+        tails = {chain: pages[chain].tail if chain in pages else head for chain, head in heads.items()}
         body: dict[str, Any] = {
             "entries": [{k: v for k, v in entry.items() if k != "_seq"} for entry in taken],
-            "headSeq": max((head.seq for head in heads.values()), default=0),
-            "chains": {str(chain): head.seq for chain, head in heads.items()},
+            "headSeq": max((tail.seq for tail in tails.values()), default=0),
+            "chains": {str(chain): tail.seq for chain, tail in tails.items()},
         }
         if following:
             body["cursor"] = encode_before(following)
         return body
+
+    def _side_by_side(self, read: Callable[[int], Listed], chains: list[int]) -> list[Listed]:
+        return self._concurrently(read, chains) if self._concurrently is not None else [read(chain) for chain in chains]
+
+
+def chain_page(limit: int, chains: int) -> int:
+    """How many entries a page first reads of each of `chains` chains (docs/adr/0173): twice a chain's share of
+    `limit`, so that entries spread unevenly over the chains usually fill the page from these reads alone; never fewer
+    than an eventually consistent read unit holds (CHAIN_PAGE_MIN: fewer cost the same), nor more than `limit`."""
+    return min(limit, max(CHAIN_PAGE_MIN, -(-2 * limit // max(chains, 1))))
 
 
 def _verify_chain(
