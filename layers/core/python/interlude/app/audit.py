@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
 from interlude.app.caught import caught
+from interlude.domain import clock
 from interlude.domain.clock import instant
 from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
-from interlude.store.audit import Listed, chain_of, decode_before, encode_before
+from interlude.store.audit import CLOCK_SLACK_S, Listed, chain_of, decode_before, encode_before
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,7 +92,9 @@ class AuditTrail:
         failed: dict[str, BaseException] = {}
         for (tenant, chain), placed in by_chain.items():
             try:
-                written = self.chains.append_drafts(tenant, chain, [(d, source) for _, source, d in placed], time.time())
+                written = self.chains.append_drafts(
+                    tenant, chain, [(d, source) for _, source, d in placed], time.time()
+                )
             except Exception as exc:  # noqa: BLE001 - this chain's records go again; the other chains' stand
                 failed.update(dict.fromkeys((record_id for record_id, _, _ in placed), exc))
                 continue
@@ -254,7 +257,9 @@ class AuditTrail:
         answers = [_verify_chain(log, tenant, k, heads[k], from_seq, to_seq, key, anchored.get(k)) for k in chains]
         anomalies += [a for answer in answers for a in answer["anomalies"]]
         anomalies.sort(key=lambda a: (a["atSeq"], a["detail"]))
-        listed = sorted((c for answer in answers for c in answer["checkpoints"]), key=lambda c: (c["atSequence"], c["checkpoint"]))
+        listed = sorted(
+            (c for answer in answers for c in answer["checkpoints"]), key=lambda c: (c["atSequence"], c["checkpoint"])
+        )
         result: dict[str, Any] = {
             "fromSeq": from_seq,
             "toSeq": to_seq,
@@ -266,7 +271,9 @@ class AuditTrail:
             result["checkpointsValid"] = all(answer.get("checkpointsValid", True) for answer in answers)
         return result
 
-    def _published(self, tenant: str, key: str, from_seq: int) -> tuple[dict[int, rules.Anchored], list[dict[str, Any]]]:
+    def _published(
+        self, tenant: str, key: str, from_seq: int
+    ) -> tuple[dict[int, rules.Anchored], list[dict[str, Any]]]:
         """The chains the tenant's anchor published (none where no anchor is kept or published yet), and the anomaly of
         an anchor this host's key did not sign for this tenant."""
         published = self.anchors()
@@ -282,22 +289,33 @@ class AuditTrail:
         heads = rules.anchored_heads(key, raw, tenant)
         if heads is None:
             forged = {"atSeq": from_seq, "kind": "signature-invalid", "checkpoint": rules.ANCHOR_ID}
-            return {}, [{**forged, "detail": "the published audit anchor is not one this host's key signed for this tenant"}]
+            return {}, [
+                {**forged, "detail": "the published audit anchor is not one this host's key signed for this tenant"}
+            ]
         return heads, []
 
     def entries_page(self, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
         """Newest first across the tenant's chains (by `at`; a chain's own entries in their order); `cursor` continues
-        after the previous page. Reads the chains' heads (one BatchGetItem per 100), then side by side one small page
-        of each chain with entries left (`chain_page`), a marked chain's from its tail in the same Query (`listed`:
-        docs/adr/0172, 0173), and a chain's next page only where the merge takes its page to the end: the most the page
-        may still take of it, so once a page at most."""
+        after the previous page (docs/adr/0173). Reads the chains' heads (one BatchGetItem per 100), then side by side a
+        small page (`chain_page`) of each marked chain with entries left, from its tail in the same Query (`listed`:
+        docs/adr/0172), and its tail alone of one listed to its end; a settled chain's page only once the merge reaches
+        the moment its head last moved (none of its entries is newer), and any chain's next page only where the merge
+        takes its page to the end: the most the page may still take of it, so once a page at most."""
         before = decode_before(cursor) if cursor is not None else None
         if cursor is not None and before is None:
             raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
         log = self.chains
         heads = log.heads(tenant, consistent=False)
-        wanted = before if before is not None else dict.fromkeys(heads, None)
+        # Each chain with entries left, and the sequence its page is below (None: from its tail).
+        wanted: dict[int, int | None] = dict(before) if before is not None else dict.fromkeys(heads)
         size = chain_page(limit, len(wanted))
+        # A settled head is its chain's tail, moved by an append after every entry under it was taken (less the
+        # clocks' slack): an upper bound of their `at`. A head an older release wrote does not say when.
+        waiting = {
+            chain: clock.iso_epoch(head.appended_at + CLOCK_SLACK_S)
+            for chain in wanted
+            if (head := heads.get(chain)) is not None and not head.marked and head.appended_at is not None
+        }
 
         def read(chain: int) -> Listed:
             head = heads.get(chain, rules.Head())
@@ -306,19 +324,35 @@ class AuditTrail:
             # Listed to its end: its tail alone, for `chains`.
             return Listed(log.tails(tenant, {chain: head}, consistent=False)[chain], [], False)
 
-        # A settled chain the cursor does not continue is its own tail: nothing to read.
-        chains = sorted(set(wanted) | {chain for chain, head in heads.items() if head.marked})
-        pages = dict(zip(chains, self._side_by_side(read, chains), strict=True))
-        streams = {chain: page.entries for chain, page in pages.items() if page.entries}
-        more = {chain: pages[chain].more for chain in streams}
-        below = {chain: pages[chain].entries[0]["_seq"] + 1 for chain in streams}
+        first = sorted((set(wanted) - set(waiting)) | {chain for chain, head in heads.items() if head.marked})
+        pages = dict(zip(first, self._side_by_side(read, first), strict=True))
+        streams: dict[int, list[dict[str, Any]]] = {}
+        more: dict[int, bool] = {}
+        below: dict[int, int] = {}
+
+        def stream(chain: int, page: Listed) -> None:
+            if page.entries:
+                streams[chain], more[chain], below[chain] = page.entries, page.more, page.entries[0]["_seq"] + 1
+
+        for chain, page in pages.items():
+            stream(chain, page)
         taken: list[dict[str, Any]] = []
         position = dict.fromkeys(streams, 0)
         while len(taken) < limit:
-            live = [chain for chain in streams if position[chain] < len(streams[chain])]
-            if not live:
+            newest = {
+                chain: str(streams[chain][position[chain]].get("at", ""))
+                for chain in streams
+                if position[chain] < len(streams[chain])
+            }
+            newest.update(waiting)
+            if not newest:
                 break
-            chain = max(live, key=lambda k: (str(streams[k][position[k]].get("at", "")), k))
+            chain = max(newest, key=lambda k: (newest[k], k))
+            if chain in waiting:
+                del waiting[chain]
+                stream(chain, read(chain))
+                position[chain] = 0
+                continue
             entry = streams[chain][position[chain]]
             taken.append(entry)
             position[chain] += 1
@@ -327,6 +361,7 @@ class AuditTrail:
                 streams[chain], more[chain] = log.newest(tenant, chain, limit - len(taken), below[chain])
                 position[chain] = 0
         following = {chain: below[chain] for chain in streams if position[chain] < len(streams[chain]) or more[chain]}
+        following.update({chain: wanted[chain] or heads[chain].seq + 1 for chain in waiting})
         tails = {chain: pages[chain].tail if chain in pages else head for chain, head in heads.items()}
         body: dict[str, Any] = {
             "entries": [{k: v for k, v in entry.items() if k != "_seq"} for entry in taken],
