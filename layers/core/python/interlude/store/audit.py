@@ -38,8 +38,9 @@ An entry may lie beyond its chain's head (docs/adr/0135): an append of plain wri
 head leaves its entries there, orphans; and where heads lag (docs/adr/0172, formats.AUDIT_HEAD_LAGS_WRITTEN) an append
 leaves the head behind its entries on purpose (rules/audit.head_may_lag). The run of them that chains from the head
 (each the next sequence, its prevHash the hash before it: the draft of a committed action) is part of the chain for
-every reader: the listing and verification read to its end (`tails`), a checkpoint moves the head over it before it
-covers it (`caught_up`), the sweep's settle leaves the chain on the pending index while an entry lies past its head.
+every reader: the listing reads it with a marked chain's page (`listed`: docs/adr/0173), verification to its end
+(`tails`), a checkpoint moves the head over it before it covers it (`caught_up`), the sweep's settle leaves the chain
+on the pending index while an entry lies past its head.
 Every append that finds its entry's place taken while the head held reads what lies beyond (`orphans`): it ADOPTS
 that run, placing its own entries after it (and moving the head over them, unless it may lag), and a draft it carries
 that an adopted orphan names (`source`) is not appended again. An entry beyond the head that does
