@@ -60,7 +60,7 @@ import zlib
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from interlude import wiring
 from interlude.domain import clock, formats
@@ -115,7 +115,8 @@ FOLDED_GAP = HEAD_LAG_ENTRIES - 1
 logger = logging.getLogger(__name__)
 
 
-class Listed(NamedTuple):
+@dataclass(frozen=True)
+class Listed:
     """A chain as a listing's page reads it: its tail (docs/adr/0172), its entries newest first (each with its key's
     sequence as `_seq`), and whether older ones remain."""
 
