@@ -92,9 +92,7 @@ class AuditTrail:
         failed: dict[str, BaseException] = {}
         for (tenant, chain), placed in by_chain.items():
             try:
-                written = self.chains.append_drafts(
-                    tenant, chain, [(d, source) for _, source, d in placed], time.time()
-                )
+                written = self.chains.append_drafts(tenant, chain, [(d, source) for _, source, d in placed], time.time())
             except Exception as exc:  # noqa: BLE001 - this chain's records go again; the other chains' stand
                 failed.update(dict.fromkeys((record_id for record_id, _, _ in placed), exc))
                 continue
@@ -257,9 +255,7 @@ class AuditTrail:
         answers = [_verify_chain(log, tenant, k, heads[k], from_seq, to_seq, key, anchored.get(k)) for k in chains]
         anomalies += [a for answer in answers for a in answer["anomalies"]]
         anomalies.sort(key=lambda a: (a["atSeq"], a["detail"]))
-        listed = sorted(
-            (c for answer in answers for c in answer["checkpoints"]), key=lambda c: (c["atSequence"], c["checkpoint"])
-        )
+        listed = sorted((c for answer in answers for c in answer["checkpoints"]), key=lambda c: (c["atSequence"], c["checkpoint"]))
         result: dict[str, Any] = {
             "fromSeq": from_seq,
             "toSeq": to_seq,
@@ -271,9 +267,7 @@ class AuditTrail:
             result["checkpointsValid"] = all(answer.get("checkpointsValid", True) for answer in answers)
         return result
 
-    def _published(
-        self, tenant: str, key: str, from_seq: int
-    ) -> tuple[dict[int, rules.Anchored], list[dict[str, Any]]]:
+    def _published(self, tenant: str, key: str, from_seq: int) -> tuple[dict[int, rules.Anchored], list[dict[str, Any]]]:
         """The chains the tenant's anchor published (none where no anchor is kept or published yet), and the anomaly of
         an anchor this host's key did not sign for this tenant."""
         published = self.anchors()
@@ -289,9 +283,7 @@ class AuditTrail:
         heads = rules.anchored_heads(key, raw, tenant)
         if heads is None:
             forged = {"atSeq": from_seq, "kind": "signature-invalid", "checkpoint": rules.ANCHOR_ID}
-            return {}, [
-                {**forged, "detail": "the published audit anchor is not one this host's key signed for this tenant"}
-            ]
+            return {}, [{**forged, "detail": "the published audit anchor is not one this host's key signed for this tenant"}]
         return heads, []
 
     def entries_page(self, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:

@@ -279,13 +279,7 @@ def orphans_of(head: Head, chain: int, beyond: Sequence[dict[str, Any]]) -> Orph
     stale: dict[int, str] = {}
     for item in beyond:
         at, entry = _seq_of(item), _entry(item)
-        if (
-            not stale
-            and at == seq + 1
-            and entry.get("seq") == at
-            and entry.get("chain") == chain
-            and entry.get("prevHash") == digest
-        ):
+        if not stale and at == seq + 1 and entry.get("seq") == at and entry.get("chain") == chain and entry.get("prevHash") == digest:
             seq, digest = at, entry_hash(entry)
             appended = float(item["appended"]["N"]) if "appended" in item else None
             if "source" in item:
@@ -401,9 +395,7 @@ class AuditLog:
         self._known_lock = threading.Lock()
 
     def head(self, tenant: str, chain: int) -> Head:
-        got = self.client.get_item(
-            TableName=self.table, Key=a.key(head_pk(tenant, chain), HEAD_SK), ConsistentRead=True
-        )
+        got = self.client.get_item(TableName=self.table, Key=a.key(head_pk(tenant, chain), HEAD_SK), ConsistentRead=True)
         return head_of(got.get("Item"))
 
     def heads(self, tenant: str, chains: list[int] | None = None, consistent: bool = True) -> dict[int, Head]:
@@ -417,9 +409,7 @@ class AuditLog:
         }
         return {chain: found[chain] for chain in sorted(found)}
 
-    def append_drafts(
-        self, tenant: str, chain: int, placed: list[tuple[AuditDraft, str]], now_epoch: float
-    ) -> Head | None:
+    def append_drafts(self, tenant: str, chain: int, placed: list[tuple[AuditDraft, str]], now_epoch: float) -> Head | None:
         """Chain drafts carried on event batches (each with its source: `draft_source`), in order, skipping those
         already appended (a record delivered again, its entry in the chain or past its head), up to
         MAX_ENTRIES_PER_APPEND at a time: each entry put on its own, then the head moved on condition that it is the
@@ -455,9 +445,7 @@ class AuditLog:
                 if self._append_plain(tenant, chain, head, items, moved, lag):
                     self._know_appended(tenant, chain, chunk, tail, moved)
                     written = moved
-                    head, orphans = (
-                        (head, Orphans(moved.seq, moved.hash, appended=moved.appended_at)) if lag else (moved, None)
-                    )
+                    head, orphans = (head, Orphans(moved.seq, moved.hash, appended=moved.appended_at)) if lag else (moved, None)
                     waiting = waiting[len(chunk) :]
                     continue
                 lost += 1
@@ -507,13 +495,7 @@ class AuditLog:
         return self.orphans(tenant, chain, head) if self._lags(head, head.seq + 1) else None
 
     def _append_plain(
-        self,
-        tenant: str,
-        chain: int,
-        head: Head,
-        items: list[tuple[str, dict[str, Any]]],
-        moved: Head,
-        lag: bool = False,
+        self, tenant: str, chain: int, head: Head, items: list[tuple[str, dict[str, Any]]], moved: Head, lag: bool = False
     ) -> bool:
         """Write an append's entries one conditional PutItem each, in order, then move the head over them (and the
         orphans it adopts), unless it may `lag` (docs/adr/0172): a marked head by one conditional UpdateItem, 1 WRU an
@@ -675,9 +657,7 @@ class AuditLog:
         for got in pages:
             yield from got.get("Items") or []
 
-    def _know_appended(
-        self, tenant: str, chain: int, placed: Sequence[tuple[AuditDraft, str]], base: Head, moved: Head
-    ) -> None:
+    def _know_appended(self, tenant: str, chain: int, placed: Sequence[tuple[AuditDraft, str]], base: Head, moved: Head) -> None:
         """Know the entries of `placed` this appender put after `base` (the chain's tail: docs/adr/0172), up to
         `moved`, after those known below them when they continue them."""
         first = moved.seq - len(placed) + 1
@@ -702,9 +682,7 @@ class AuditLog:
         with self._known_lock:
             kept = self._known.pop((tenant, chain), None)  # another thread's, kept meanwhile: this one is as good
             self._known_held -= len(kept.rows) if kept is not None else 0
-            while self._known and (
-                self._known_held + len(known.rows) > KNOWN_ENTRIES or len(self._known) >= KNOWN_ENTRIES
-            ):
+            while self._known and (self._known_held + len(known.rows) > KNOWN_ENTRIES or len(self._known) >= KNOWN_ENTRIES):
                 _, dropped = self._known.popitem(last=False)
                 self._known_held -= len(dropped.rows)
             while len(known.rows) > KNOWN_ENTRIES:
@@ -821,24 +799,14 @@ class AuditLog:
         return int(items[0]["atSequence"]["N"]) if items else 0
 
     def put_checkpoint(
-        self,
-        tenant: str,
-        chain: int,
-        head: Head,
-        checkpoint: dict[str, Any],
-        pending_since: float | None,
-        now_epoch: float,
+        self, tenant: str, chain: int, head: Head, checkpoint: dict[str, Any], pending_since: float | None, now_epoch: float
     ) -> bool:
         """Store a checkpoint and move the head's checkpointSeq to it; False when the head moved meanwhile (another
         checkpoint, or an append that this checkpoint would leave waiting without a pendingSince). The pending marker
         stays: the chain's new head is yet to be published in its tenant's anchor (`settle` removes it after)."""
         at = int(checkpoint["atSequence"])
         values: dict[str, Any] = {":at": a.n(at), ":p": a.n(head.checkpoint_seq)}
-        condition = (
-            "(checkpointSeq = :p OR attribute_not_exists(checkpointSeq))"
-            if head.checkpoint_seq == 0
-            else "checkpointSeq = :p"
-        )
+        condition = "(checkpointSeq = :p OR attribute_not_exists(checkpointSeq))" if head.checkpoint_seq == 0 else "checkpointSeq = :p"
         if pending_since is None:
             # Every entry anchored, unless an entry was appended meanwhile.
             update = "SET checkpointSeq = :at, checkpointedAt = :now REMOVE pendingSince"
@@ -974,11 +942,7 @@ def _checkpoint(item: dict[str, Any]) -> dict[str, Any]:
 def encode_before(before: dict[int, int]) -> str:
     """The listing's cursor: for each chain with older entries left, the sequence to continue below."""
     plain = {"before": {str(chain): seq for chain, seq in sorted(before.items())}}
-    return (
-        base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":"), allow_nan=False).encode())
-        .decode()
-        .rstrip("=")
-    )
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":"), allow_nan=False).encode()).decode().rstrip("=")
 
 
 def decode_before(cursor: str) -> dict[int, int] | None:
