@@ -1,14 +1,16 @@
 """Print what a page of the audit listing (`GET /audit`: app/audit.AuditTrail.entries_page) costs a tenant with 1, 16
 and 128 active chains: the Queries, BatchGetItem calls, the entries the Queries read and the read units they all bill
 (eventually consistent, as the listing reads: half a unit per started 4 KB of a Query's items, and of each item a
-BatchGetItem answers), for the first page and a later one (the second, from the first's cursor).
+BatchGetItem answers: tests/support/dynamodb_reads.py), for the first page and a later one (the second, from the
+first's cursor).
 
 Each chain holds ENTRIES entries, taken at random times over the last hour (so the chains' entries interleave). A busy
 tenant's chains are three in four marked, their head left behind PAST_HEAD entries that chain from it (the stream's
 appender while the chain waits for its checkpoint: docs/adr/0172), the fourth settled (unmarked, every entry
-checkpointed, its head moved by its last entry's append); a quiet tenant's all settled. The items are written as the store writes them (store/audit.chain_items), on moto in-process; the two
-pages are checked to list distinct entries (tests/integration/test_audit_listing.py walks every page). The chains are
-read one after another here (the deployment reads them side by side: the counts are the same).
+checkpointed, its head moved by its last entry's append); a quiet tenant's all settled. The items are written as the
+store writes them (store/audit.chain_items), on moto in-process; the two pages are checked to list distinct entries
+(tests/integration/test_audit_listing.py walks every page). The chains are read one after another here (the
+deployment reads them side by side: the counts are the same).
 Usage: .venv/bin/python bench/audit_listing.py [chains ...]   (default 1 16 128; page size PAGE)
 """
 
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import random
 import sys
-from collections import Counter
 from datetime import timedelta
 from typing import Any
 
@@ -31,39 +32,18 @@ from interlude import wiring  # noqa: E402
 from interlude.app.audit import AuditTrail  # noqa: E402
 from interlude.domain import clock  # noqa: E402
 from interlude.domain.audit import AuditDraft  # noqa: E402
+from interlude.local import moto_patches  # noqa: E402
 from interlude.rules.audit import Head  # noqa: E402
 from interlude.store import attributes as a  # noqa: E402
 from interlude.store import audit as items  # noqa: E402
 from interlude.store.provisioning import create_tables  # noqa: E402
+from tests.support.dynamodb_reads import counting  # noqa: E402
 
 TABLE = "bench"
 CHAINS = (1, 16, 128)
 PAGE = 50
 ENTRIES = 60
 PAST_HEAD = 5
-
-
-class ListingReads:
-    """The listing's reads: Query and BatchGetItem calls, the items they answer and the units they bill."""
-
-    def __init__(self, client: Any) -> None:
-        self.counts: Counter[str] = Counter()
-        client.meta.events.register("after-call.dynamodb", self._after)
-
-    def _after(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
-        if model.name == "Query":
-            got = parsed.get("Items") or []
-            self.counts["Query"] += 1
-            self.counts["entries"] += len(got)
-            self.counts["half RRU"] += max(1, -(-sum(a.billed_size(i) for i in got) // 4096))
-        elif model.name == "BatchGetItem":
-            self.counts["BatchGetItem"] += 1
-            for got in (parsed.get("Responses") or {}).values():
-                self.counts["half RRU"] += sum(max(1, -(-a.billed_size(i) // 4096)) for i in got)
-
-    def take(self) -> Counter[str]:
-        taken, self.counts = self.counts, Counter()
-        return taken
 
 
 def write_chain(client: Any, tenant: str, chain: int, times: list[str], marked: bool) -> int:
@@ -119,12 +99,11 @@ def tenant_of(client: Any, chains: int, busy: bool) -> tuple[str, int]:
 
 def main() -> None:
     sizes = [int(x) for x in sys.argv[1:]] or list(CHAINS)
+    moto_patches.apply()  # as the tests and the local stack run moto: a Query reads its partition, not the table
     with mock_aws():
         client = boto3.client("dynamodb")
         create_tables(client, TABLE)
-        log = items.AuditLog(TABLE, client)
-        trail = AuditTrail(log, None)  # type: ignore[arg-type]  # the listing writes nothing
-        reads = ListingReads(client)
+        trail = AuditTrail(items.AuditLog(TABLE, client), None)  # type: ignore[arg-type]  # the listing writes nothing
         print(
             f"audit listing, page of {PAGE}, eventually consistent; each chain {ENTRIES} entries; busy: 3 in 4 chains "
             f"marked with {PAST_HEAD} past the head; quiet: every chain settled"
@@ -135,17 +114,17 @@ def main() -> None:
         for busy, chains in [(busy, chains) for busy in (True, False) for chains in sizes]:
             wiring.AUDIT_CHAINS = max(wiring.AUDIT_CHAINS, chains)
             tenant, total = tenant_of(client, chains, busy)
-            reads.take()
-            first = trail.entries_page(tenant, PAGE, None)
-            pages = [("first", first, reads.take())]
-            later = trail.entries_page(tenant, PAGE, first["cursor"])
-            pages.append(("later", later, reads.take()))
-            for name, page, counts in pages:
+            with counting(client) as first_reads:
+                first = trail.entries_page(tenant, PAGE, None)
+            with counting(client) as later_reads:
+                later = trail.entries_page(tenant, PAGE, first["cursor"])
+            for name, page, reads in (("first", first, first_reads), ("later", later, later_reads)):
                 print(
-                    f"{'busy' if busy else 'quiet':>6} {chains:>6} {name:>6} {counts['Query']:>6} {counts['BatchGetItem']:>9} {counts['entries']:>13} "
-                    f"{counts['half RRU'] / 2:>7.1f} {len(page['entries']):>7}"
+                    f"{'busy' if busy else 'quiet':>6} {chains:>6} {name:>6} {reads.calls.count('Query'):>6} "
+                    f"{reads.calls.count('BatchGetItem'):>9} {reads.returned['Query']:>13} {reads.blocks / 2:>7.1f} "
+                    f"{len(page['entries']):>7}"
                 )
-            listed = [(e["chain"], e["seq"]) for _, page, _ in pages for e in page["entries"]]
+            listed = [(e["chain"], e["seq"]) for page in (first, later) for e in page["entries"]]
             assert len(set(listed)) == len(listed) == min(2 * PAGE, total), f"{chains} chains: {len(listed)} listed"
 
 
