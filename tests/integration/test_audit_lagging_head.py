@@ -305,33 +305,35 @@ def test_with_the_switch_off_every_append_moves_the_head(services, tenant, monke
     assert services.store.audit_log.head(tenant, 0).seq == len(stored(tenant))
 
 
-def test_a_settled_chains_listing_reads_nothing_past_its_head_and_a_marked_ones_reads_once(
+def test_a_settled_chains_listing_reads_nothing_past_its_head_and_a_marked_ones_reads_from_its_top_once(
     services, tenant, monkeypatch
 ) -> None:
     """A head is left behind only while it is marked, and the sweep's settle moves it over anything past it before it
-    unmarks it: the listing reads past a marked head (one Query), never past a settled one."""
+    unmarks it: the listing reads a marked chain from the top of its key range (the run past the head with the page,
+    one Query: docs/adr/0173), a settled one from its head."""
     admin = signed_in(services)
     decided(services, admin, 2)
     log = services.store.audit_log
-    past: list[str] = []
+    tops: list[str] = []
 
     def note(params: dict[str, Any], **_: Any) -> None:
-        low = (params.get("ExpressionAttributeValues") or {}).get(":lo", {}).get("S")
-        if low is not None and low.startswith(items.ENTRY_SK_PREFIX) and low == items.entry_sk(log.head(tenant, 0).seq + 1):
-            past.append(low)
+        values = params.get("ExpressionAttributeValues") or {}
+        if values.get(":pk", {}).get("S") == items.log_pk(tenant, 0):
+            tops.append(values[":hi"]["S"])
 
     log.client.meta.events.register("provide-client-params.dynamodb.Query", note)
     try:
         assert log.head(tenant, 0).marked
         listed = services.audit.entries_page(tenant, 50, None)
-        assert len(past) == 1
+        assert tops == [items.entry_sk(items.LAST_SEQ)]
         monkeypatch.setattr(rules, "MARKER_KEEP_SECONDS", 0)
         monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
         for _ in range(3):
             services.audit.checkpoint_pending()
-        assert not log.head(tenant, 0).marked
-        past.clear()
+        head = log.head(tenant, 0)
+        assert not head.marked
+        tops.clear()
         assert services.audit.entries_page(tenant, 50, None)["entries"] == listed["entries"]
-        assert past == []
+        assert tops == [items.entry_sk(head.seq)]
     finally:
         log.client.meta.events.unregister("provide-client-params.dynamodb.Query", note)

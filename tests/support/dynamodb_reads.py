@@ -1,26 +1,43 @@
-"""DynamoDB requests a client sends and the items they return, counted with botocore's event hooks (the run search's
-scale test and bench/run_search_page_calls.py)."""
+"""DynamoDB requests a client sends, the items they return and the read units they bill, counted with botocore's event
+hooks (the run search's scale test, bench/run_search_page_calls.py, bench/audit_listing.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from interlude.store.attributes import billed_size
+
 
 class Reads:
-    """Requests by operation name, in order, and the items they returned (Query Items, BatchGetItem Responses)."""
+    """Requests by operation name, in order, the items they returned (Query Items, BatchGetItem Responses: in all, and
+    by operation) and the 4 KB blocks they bill (`blocks`: a Query's items together, each item a BatchGetItem answers
+    on its own; a read unit each strongly consistent, half one eventually)."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.items = 0
+        self.returned: Counter[str] = Counter()
+        self.blocks = 0
 
     def after(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
         self.calls.append(model.name)
         if model.name == "Query":
-            self.items += len(parsed.get("Items") or [])
+            got = parsed.get("Items") or []
+            self.blocks += _blocks(sum(billed_size(item) for item in got))
         elif model.name == "BatchGetItem":
-            self.items += sum(len(v) for v in (parsed.get("Responses") or {}).values())
+            got = [item for answered in (parsed.get("Responses") or {}).values() for item in answered]
+            self.blocks += sum(_blocks(billed_size(item)) for item in got)
+        else:
+            return
+        self.items += len(got)
+        self.returned[model.name] += len(got)
+
+
+def _blocks(size: int) -> int:
+    return max(1, -(-size // 4096))
 
 
 @contextmanager

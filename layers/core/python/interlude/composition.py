@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from interlude.app.delegation import Delegation
     from interlude.app.deliveries import RunDeliveries
     from interlude.app.directory import Directory
-    from interlude.app.dispatch import Concurrently, HeldRuns, OutboxHandler
+    from interlude.app.dispatch import HeldRuns, OutboxHandler
     from interlude.app.external_events import ExternalEvents
     from interlude.app.forks import Forks
     from interlude.app.inbox import Inbox
@@ -41,7 +41,14 @@ if TYPE_CHECKING:
     from interlude.app.limits import TenantLimiter
     from interlude.app.live import LiveFollowing
     from interlude.app.notifications import Notifications
-    from interlude.app.ports import AnchorsSource, Connections, HostResolver, SigningKeySource, SlackChannel
+    from interlude.app.ports import (
+        AnchorsSource,
+        Concurrently,
+        Connections,
+        HostResolver,
+        SigningKeySource,
+        SlackChannel,
+    )
     from interlude.app.replay import Replay
     from interlude.app.retention import Restamp, RunRetention
     from interlude.app.run_export import RunExports
@@ -173,7 +180,7 @@ class Services:
     def audit(self) -> AuditTrail:
         from interlude.app.audit import AuditTrail
 
-        return AuditTrail(self.store.audit_log, self.store, self.audit_key, self.anchors)
+        return AuditTrail(self.store.audit_log, self.store, self.audit_key, self.anchors, _chains_side_by_side)
 
     @cached_property
     def keys(self) -> Keys:
@@ -631,6 +638,13 @@ def _audit_signing_key() -> Any:
     from interlude.adapters.audit_key import load_signing_key
 
     return load_signing_key()
+
+
+def _chains_side_by_side(job: Callable[[int], Any], chains: list[int]) -> list[Any]:
+    # Imported on first use: only a listing of several chains runs threads.
+    from interlude.adapters.batch import side_by_side
+
+    return side_by_side(job, chains, wiring.AUDIT_LISTING_WORKERS)
 
 
 def _audit_anchors() -> Any:

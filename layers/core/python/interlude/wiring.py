@@ -112,6 +112,9 @@ APPEND_ONLY_PARTITIONS = ("T#*#AUDIT#*",)
 # docs/scale.md, "The audit chains": 128 chains x ~40-100 serialised appends/s each >= 5,000 decisions/s per tenant.
 # Changing it moves later entries of a run to another chain (verification walks every chain; nothing breaks).
 AUDIT_CHAINS = 128
+# The audit listing's reads of a page's chains run this many at a time (docs/adr/0173): the DynamoDB client's
+# connection pool (botocore's default, 10), which more threads would only queue on.
+AUDIT_LISTING_WORKERS = 10
 # BatchWriteItem too: the inbox entries' writers hold it, and its DeleteRequest would otherwise bypass the deny.
 APPEND_ONLY_DENIED_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
 # The one function that may remove (never change) items of those partitions: a tenant's deletion removes its whole

@@ -1,6 +1,6 @@
 """The batch processor every stream and queue worker uses: Powertools' partial batch failures, and each record that
 fails counted (RecordFailures) and logged at ERROR with its traceback; and the threads a worker runs a batch's
-independent parts on (`side_by_side`: dispatch's runs).
+independent parts on (`side_by_side`: dispatch's runs; the audit listing's chains, through the composition).
 
 A record failure is not a Lambda error: the invocation succeeds and reports the record in batchItemFailures, so
 the functions' Errors alarms never see it. A message its worker hid for a designed retry (`retried`: the receiver

@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
 from interlude.app.caught import caught
+from interlude.domain import clock
 from interlude.domain.clock import instant
 from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
-from interlude.store.audit import chain_of, decode_before, encode_before
+from interlude.store.audit import CLOCK_SLACK_S, Listed, chain_of, decode_before, encode_before
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     # Annotations only: the timeouts function's checkpoint sweep loads this module and needs no run model.
-    from interlude.app.ports import Anchors, AnchorsSource, AuditChains, SigningKeySource, Transactions
+    from interlude.app.ports import Anchors, AnchorsSource, AuditChains, Concurrently, SigningKeySource, Transactions
     from interlude.domain.audit import AuditDraft
 
 logger = logging.getLogger(__name__)
@@ -32,6 +35,9 @@ logger = logging.getLogger(__name__)
 MAX_VERIFY_ENTRIES = 10_000
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
+# The fewest entries a page first reads of a chain: seven of ≈ 520 B fill the 4 KB an eventually consistent read unit
+# (half an RRU) bills a Query for however few it holds (`chain_page`, docs/adr/0173).
+CHAIN_PAGE_MIN = 7
 
 # -- appending and checkpoints -----------------------------------------------------------------------------------
 
@@ -45,11 +51,14 @@ class AuditTrail:
         writes: Transactions,
         signing_key: SigningKeySource | None = None,
         anchors: AnchorsSource | None = None,
+        concurrently: Concurrently[int, Listed] | None = None,
     ) -> None:
         self.chains = chains
         self.writes = writes
         self._signing_key = signing_key
         self._anchors = anchors
+        # Runs a listing's reads of several chains side by side (the composition's threads); else one after another.
+        self._concurrently = concurrently
 
     def signing_key(self) -> Any:
         if self._signing_key is None:
@@ -279,43 +288,91 @@ class AuditTrail:
 
     def entries_page(self, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
         """Newest first across the tenant's chains (by `at`; a chain's own entries in their order); `cursor` continues
-        after the previous page. Reads the chains' heads (one BatchGetItem per 100) and, per chain that has entries
-        left, one Query of at most `limit`; and one past each head (eventually consistent, as those), for the entries
-        there that chain from it (docs/adr/0172)."""
+        after the previous page (docs/adr/0173). Reads the chains' heads (one BatchGetItem per 100), then side by side a
+        small page (`chain_page`) of each marked chain with entries left, from its tail in the same Query (`listed`:
+        docs/adr/0172), and its tail alone of one listed to its end; a settled chain's page only once the merge reaches
+        the moment its head last moved (none of its entries is newer), and any chain's next page only where the merge
+        takes its page to the end: the most the page may still take of it, so once a page at most."""
+        before = decode_before(cursor) if cursor is not None else None
+        if cursor is not None and before is None:
+            raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
         log = self.chains
-        heads = log.tails(tenant, log.heads(tenant), consistent=False)
-        if cursor is not None:
-            before = decode_before(cursor)
-            if before is None:
-                raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
-        else:
-            before = {chain: head.seq + 1 for chain, head in heads.items()}
+        heads = log.heads(tenant, consistent=False)
+        # Each chain with entries left, and the sequence its page is below (None: from its tail).
+        wanted: dict[int, int | None] = dict(before) if before is not None else dict.fromkeys(heads)
+        size = chain_page(limit, len(wanted))
+        # A settled head is its chain's tail, moved by an append after every entry under it was taken (less the
+        # clocks' slack): an upper bound of their `at`. A head an older release wrote does not say when.
+        waiting = {
+            chain: clock.iso_epoch(head.appended_at + CLOCK_SLACK_S)
+            for chain in wanted
+            if (head := heads.get(chain)) is not None and not head.marked and head.appended_at is not None
+        }
+
+        def read(chain: int) -> Listed:
+            head = heads.get(chain, rules.Head())
+            if chain in wanted:
+                return log.listed(tenant, chain, head, size, wanted[chain])
+            # Listed to its end: its tail alone, for `chains`.
+            return Listed(log.tails(tenant, {chain: head}, consistent=False)[chain], [], False)
+
+        first = sorted((set(wanted) - set(waiting)) | {chain for chain, head in heads.items() if head.marked})
+        pages = dict(zip(first, self._side_by_side(read, first), strict=True))
         streams: dict[int, list[dict[str, Any]]] = {}
         more: dict[int, bool] = {}
-        for chain, below in before.items():
-            if below > 1:
-                streams[chain], more[chain] = log.newest(tenant, chain, limit, below)
+        below: dict[int, int] = {}
+
+        def stream(chain: int, page: Listed) -> None:
+            if page.entries:
+                streams[chain], more[chain], below[chain] = page.entries, page.more, page.entries[0]["_seq"] + 1
+
+        for chain, page in pages.items():
+            stream(chain, page)
         taken: list[dict[str, Any]] = []
         position = dict.fromkeys(streams, 0)
         while len(taken) < limit:
-            live = [chain for chain in streams if position[chain] < len(streams[chain])]
-            if not live:
+            newest = {
+                chain: str(streams[chain][position[chain]].get("at", ""))
+                for chain in streams
+                if position[chain] < len(streams[chain])
+            }
+            newest.update(waiting)
+            if not newest:
                 break
-            chain = max(live, key=lambda k: (str(streams[k][position[k]].get("at", "")), k))
-            taken.append(streams[chain][position[chain]])
+            chain = max(newest, key=lambda k: (newest[k], k))
+            if chain in waiting:
+                del waiting[chain]
+                stream(chain, read(chain))
+                position[chain] = 0
+                continue
+            entry = streams[chain][position[chain]]
+            taken.append(entry)
             position[chain] += 1
-        following: dict[int, int] = {}
-        for chain, stream in streams.items():
-            if position[chain] < len(stream) or more[chain]:
-                following[chain] = stream[position[chain] - 1]["_seq"] if position[chain] else before[chain]
+            below[chain] = entry["_seq"]
+            if position[chain] == len(streams[chain]) and more[chain] and len(taken) < limit:
+                streams[chain], more[chain] = log.newest(tenant, chain, limit - len(taken), below[chain])
+                position[chain] = 0
+        following = {chain: below[chain] for chain in streams if position[chain] < len(streams[chain]) or more[chain]}
+        following.update({chain: wanted[chain] or heads[chain].seq + 1 for chain in waiting})
+        tails = {chain: pages[chain].tail if chain in pages else head for chain, head in heads.items()}
         body: dict[str, Any] = {
             "entries": [{k: v for k, v in entry.items() if k != "_seq"} for entry in taken],
-            "headSeq": max((head.seq for head in heads.values()), default=0),
-            "chains": {str(chain): head.seq for chain, head in heads.items()},
+            "headSeq": max((tail.seq for tail in tails.values()), default=0),
+            "chains": {str(chain): tail.seq for chain, tail in tails.items()},
         }
         if following:
             body["cursor"] = encode_before(following)
         return body
+
+    def _side_by_side(self, read: Callable[[int], Listed], chains: list[int]) -> list[Listed]:
+        return self._concurrently(read, chains) if self._concurrently is not None else [read(chain) for chain in chains]
+
+
+def chain_page(limit: int, chains: int) -> int:
+    """How many entries a page first reads of each of `chains` chains (docs/adr/0173): twice a chain's share of
+    `limit`, so that entries spread unevenly over the chains usually fill the page from these reads alone; never fewer
+    than an eventually consistent read unit holds (CHAIN_PAGE_MIN: fewer cost the same), nor more than `limit`."""
+    return min(limit, max(CHAIN_PAGE_MIN, -(-2 * limit // max(chains, 1))))
 
 
 def _verify_chain(

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from interlude.domain.ids import tenant_of
 from interlude.store.stream import (
@@ -46,7 +46,7 @@ from interlude.store.stream import (
 from interlude.wiring import NEW_RUN_BATCH_FIRST_RETRY_S, NEW_RUN_BATCH_WAIT_S
 
 if TYPE_CHECKING:
-    from interlude.app.ports import InboxEntries, RunRecords
+    from interlude.app.ports import Concurrently, InboxEntries, RunRecords
     from interlude.domain.audit import AuditDraft
     from interlude.domain.models.run import RunState
     from interlude.engine.run import Transition
@@ -57,10 +57,6 @@ if TYPE_CHECKING:
 OutboxHandler = Callable[[str, list[dict[str, Any]]], None]
 # Continues a run the dispatch found runnable (app/lifecycle.py RunLifecycle.advance_run, given the run as read).
 Advance = Callable[[str, "tuple[RunState, int]"], int]
-T = TypeVar("T")
-R = TypeVar("R")
-# Runs each of a list of jobs, side by side or not, and answers their results in the same order.
-Concurrently = Callable[[Callable[[T], R], list[T]], list[R]]
 # Appends a batch's audit drafts ((record id, source, draft)); answers the records whose append failed.
 AuditAppender = Callable[[list[tuple[str, str, "AuditDraft"]]], dict[str, BaseException]]
 

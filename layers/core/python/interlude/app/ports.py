@@ -9,7 +9,7 @@ services; any object with these methods serves (a test's fake as well as the Dyn
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from interlude.rules.audit import Head
     from interlude.rules.interrupts.decide import Resolver
     from interlude.rules.limits import Limits
+    from interlude.store.audit import Listed
     from interlude.store.idempotency import AnsweredRecord
     from interlude.store.inbox import EntryFilter, InboxPage
     from interlude.store.interactions import SettingsRead
@@ -339,6 +340,8 @@ class AuditChains(Protocol):
 
     def newest(self, tenant: str, chain: int, limit: int, before: int) -> tuple[list[dict[str, Any]], bool]: ...
 
+    def listed(self, tenant: str, chain: int, head: Head, limit: int, before: int | None = None) -> Listed: ...
+
     def checkpoints(self, tenant: str, chain: int, first: int, last: int) -> list[dict[str, Any]]: ...
 
     def checkpoint_before(self, tenant: str, chain: int, at: int) -> int: ...
@@ -370,6 +373,12 @@ class Anchors(Protocol):
 # anchors, or None where it keeps none. Read when first needed: only a checkpoint, a verification or discovery does.
 SigningKeySource = Callable[[], Any]
 AnchorsSource = Callable[[], "Anchors | None"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+# Runs each of a list of jobs, side by side or not, and answers their results in the same order (dispatch's runs, the
+# audit listing's chains: adapters/batch.side_by_side).
+Concurrently = Callable[[Callable[[T], R], list[T]], list[R]]
 
 
 # -- the other services' operations ------------------------------------------------------------------------------

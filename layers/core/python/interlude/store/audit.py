@@ -38,8 +38,9 @@ An entry may lie beyond its chain's head (docs/adr/0135): an append of plain wri
 head leaves its entries there, orphans; and where heads lag (docs/adr/0172, formats.AUDIT_HEAD_LAGS_WRITTEN) an append
 leaves the head behind its entries on purpose (rules/audit.head_may_lag). The run of them that chains from the head
 (each the next sequence, its prevHash the hash before it: the draft of a committed action) is part of the chain for
-every reader: the listing and verification read to its end (`tails`), a checkpoint moves the head over it before it
-covers it (`caught_up`), the sweep's settle leaves the chain on the pending index while an entry lies past its head.
+every reader: the listing reads it with a marked chain's page (`listed`: docs/adr/0173), verification to its end
+(`tails`), a checkpoint moves the head over it before it covers it (`caught_up`), the sweep's settle leaves the chain
+on the pending index while an entry lies past its head.
 Every append that finds its entry's place taken while the head held reads what lies beyond (`orphans`): it ADOPTS
 that run, placing its own entries after it (and moving the head over them, unless it may lag), and a draft it carries
 that an adopted orphan names (`source`) is not appended again. An entry beyond the head that does
@@ -66,7 +67,7 @@ from interlude.domain import clock, formats
 from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import Unavailable
 from interlude.domain.formats import AUDIT_DRAFT_ON_BATCH, FORMAT_FIELD
-from interlude.rules.audit import Head, canonical, entry_hash, hash_of, head_may_lag
+from interlude.rules.audit import HEAD_LAG_ENTRIES, Head, canonical, entry_hash, hash_of, head_may_lag
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
 from interlude.store.table import batch_get
@@ -106,7 +107,22 @@ LAST_SEQ = 10**12 - 1
 # the number of chains known too, so many chains of few entries stay bounded as well.
 KNOWN_ENTRIES = 20_000
 
+# A listing's page that starts at most this many entries under a marked head reads them too, and drops them, in the one
+# Query that reads the run past the head (`AuditLog.listed`): seven entries of ≈ 520 B fill the 4 KB of the read unit
+# a second Query would bill (docs/adr/0173).
+FOLDED_GAP = HEAD_LAG_ENTRIES - 1
+
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A chain as a listing's page reads it: its tail (docs/adr/0172), its entries newest first (each with its key's
+    sequence as `_seq`), and whether older ones remain."""
+
+    tail: Head
+    entries: list[dict[str, Any]]
+    more: bool
 
 
 def chain_of(draft: AuditDraft) -> int:
@@ -695,21 +711,59 @@ class AuditLog:
 
     def newest(self, tenant: str, chain: int, limit: int, before: int) -> tuple[list[dict[str, Any]], bool]:
         """Up to `limit` of the chain's entries below sequence `before`, newest first (each with its key's sequence
-        as `_seq`), and whether older ones remain."""
-        got = self.client.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
+        as `_seq`), eventually consistent, and whether older ones remain."""
+        got = self.client.query(**self._newest_first(tenant, chain, before - 1), Limit=limit)
+        entries = [_listed(item) for item in got.get("Items") or []]
+        return entries, _older_left(entries, "LastEvaluatedKey" in got)
+
+    def listed(self, tenant: str, chain: int, head: Head, limit: int, before: int | None = None) -> Listed:
+        """A listing's page of the chain (docs/adr/0173): its tail, and up to `limit` of its entries under the tail and
+        below `before` (None: from the tail), newest first, eventually consistent. Under a settled head (its chain's
+        tail: `tails`) one Query. Past a marked head the run that chains from it (`orphans_of`) is read with the page:
+        one Query newest first from the top of the chain's key range, taking `limit` and the most entries that may lie
+        past the head (HEAD_LAG_ENTRIES - 1) and those between the head and `before` (at most FOLDED_GAP); a page that
+        starts further under the head reads past it (`orphans`) and below `before`, two Queries."""
+        if not head.marked:
+            return Listed(head, *self.newest(tenant, chain, limit, min(before or LAST_SEQ, head.seq + 1)))
+        below = LAST_SEQ + 1 if before is None else before
+        gap = max(0, head.seq + 1 - below)
+        if gap > FOLDED_GAP:
+            return Listed(
+                self.orphans(tenant, chain, head, consistent=False).tail(head),
+                *self.newest(tenant, chain, limit, below),
+            )
+        pages = self.client.get_paginator("query").paginate(
+            **self._newest_first(tenant, chain, LAST_SEQ),
+            PaginationConfig={"PageSize": limit + HEAD_LAG_ENTRIES - 1 + gap},
+        )
+        read: list[dict[str, Any]] = []  # newest first
+        tail: Head | None = None
+        more = False
+        for got in pages:
+            read += got.get("Items") or []
+            more = "LastEvaluatedKey" in got
+            if tail is None and read and _seq_of(read[-1]) <= head.seq:
+                # Every entry past the head is read.
+                tail = orphans_of(head, chain, [item for item in reversed(read) if _seq_of(item) > head.seq]).tail(head)
+            if tail is not None and _seq_of(read[-1]) < min(below, tail.seq + 1):
+                break  # an entry of the page is read: the page holds one at least
+        if tail is None:
+            tail = orphans_of(head, chain, read[::-1]).tail(head)
+        entries = [_listed(item) for item in read if _seq_of(item) < min(below, tail.seq + 1)]
+        return Listed(tail, entries, _older_left(entries, more))
+
+    def _newest_first(self, tenant: str, chain: int, top: int) -> dict[str, Any]:
+        """A Query of the chain's entries from sequence `top` down, eventually consistent (the listing's)."""
+        return {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
                 ":pk": a.s(log_pk(tenant, chain)),
                 ":lo": a.s(entry_sk(0)),
-                ":hi": a.s(entry_sk(before - 1)),
+                ":hi": a.s(entry_sk(top)),
             },
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        items = got.get("Items") or []
-        entries = [{**_entry(item), "_seq": _seq_of(item)} for item in items]
-        return entries, "LastEvaluatedKey" in got
+            "ScanIndexForward": False,
+        }
 
     def checkpoints(self, tenant: str, chain: int, first: int, last: int) -> list[dict[str, Any]]:
         """The chain's checkpoints with atSequence in [first, last], ascending."""
@@ -850,6 +904,16 @@ def _appended(item: dict[str, Any]) -> float:
 def _row(item: dict[str, Any]) -> Row:
     source = item.get("source")
     return _seq_of(item), _appended(item), source["S"] if source is not None else None
+
+
+def _listed(item: dict[str, Any]) -> dict[str, Any]:
+    return {**_entry(item), "_seq": _seq_of(item)}
+
+
+def _older_left(entries: list[dict[str, Any]], cut: bool) -> bool:
+    """Whether a chain's entries continue below those read, newest first, by a Query that `cut` short (its
+    LastEvaluatedKey): not below the first entry (a Query stopped at its limit there cannot tell), nor below none."""
+    return cut and bool(entries) and entries[-1]["_seq"] > 1
 
 
 def _seq_of(item: dict[str, Any]) -> int:
