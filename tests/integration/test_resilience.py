@@ -494,12 +494,16 @@ def _audit_setup(w: World) -> dict[str, Any]:
     workflow = w.register("conformance-approval")
     runs: dict[int, str] = {}
     records: list[dict] = []
+    log = w.services.store.audit_log
     while len(runs) < 2:
         run_id = w.start(workflow)
-        # A run on a chain already chosen is left out with its records: every attempt then hands the appender the
-        # same two runs' records, whatever number of runs it took to find two chains.
+        # A run on a chain already chosen, or on one that holds an entry already (the attempt's new API key's, on the
+        # chain its id draws), is left out with its records: every attempt then hands the appender the same two runs'
+        # records on two new chains, whatever number of runs it took to find them, and makes the same calls.
         started = w.stream.take()
-        if runs.setdefault(audit_log.chain_of_member(run_id), run_id) == run_id:
+        chain = audit_log.chain_of_member(run_id)
+        if chain not in runs and log.head(w.tenant, chain).seq == 0:
+            runs[chain] = run_id
             records += started
     for run_id in runs.values():
         body = {"resumeValue": {"action": "accept"}}
