@@ -26,6 +26,7 @@ from weakref import WeakKeyDictionary
 
 from interlude import wiring
 from interlude.domain.errors import Internal
+from interlude.domain.ids import tenant_of
 from interlude.store import attributes as a
 from interlude.store.layout import workflow_pk, workflow_version_sk
 from interlude.store.table import BATCH_GET_MAX, batch_get
@@ -107,8 +108,7 @@ def item_version(table: str, item: a.Item) -> Version:
             {"needs": list(FILL_NEEDS)},
             code="interlude.gate_payload_unreadable",
         )
-    tenant = item["runId"]["S"].split("/", 1)[0]
-    return table, tenant, item["workflowId"]["S"], int(item[WORKFLOW_VERSION]["N"])
+    return table, tenant_of(item["runId"]["S"]), item["workflowId"]["S"], int(item[WORKFLOW_VERSION]["N"])
 
 
 def _inflated(dictionaries: Dictionaries, version: Version, item: a.Item) -> str:
