@@ -95,8 +95,8 @@ class RequestLeases:
                 counted = counters.count_request(tenant, window, limit, size)
             if counted is None:
                 return rules.admission(None, limit, window)
-            if window.ahead(windows) > 1:
-                lease.until = window.start + (window.ahead(windows) - 1) * rules.WINDOW_SECONDS
+            if (counted_in := window.ahead(windows)) > 1:
+                lease.until = window.start + (counted_in - 1) * rules.WINDOW_SECONDS
                 lease.ahead = size
             lease.left = size
         lease.left -= 1

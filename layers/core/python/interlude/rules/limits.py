@@ -62,19 +62,23 @@ class Window(NamedTuple):
     @property
     def span(self) -> int:
         """The start of the span whose counter item holds this window's count."""
-        return self.start // SPAN_SECONDS * SPAN_SECONDS
+        return span_of(self.start)
 
     def ahead(self, windows: int) -> int:
         """How many windows from this one, itself included, up to `windows`, its span still holds."""
         return max(1, min(windows, (self.span + SPAN_SECONDS - self.start) // WINDOW_SECONDS))
 
 
+def span_of(start: int) -> int:
+    """The start of the span that holds the window starting at `start`."""
+    return start // SPAN_SECONDS * SPAN_SECONDS
+
+
 def window_of(now_epoch: float) -> Window:
     start = int(now_epoch // WINDOW_SECONDS) * WINDOW_SECONDS
     # Retry-After is whole seconds (RFC 9110), at least 1: the next window has opened by then.
     retry_after = max(1, math.ceil(start + WINDOW_SECONDS - now_epoch))
-    span_end = start // SPAN_SECONDS * SPAN_SECONDS + SPAN_SECONDS
-    return Window(start=start, retry_after_s=retry_after, expires_at=span_end + WINDOW_TTL_SECONDS)
+    return Window(start=start, retry_after_s=retry_after, expires_at=span_of(start) + SPAN_SECONDS + WINDOW_TTL_SECONDS)
 
 
 class Admission(NamedTuple):
