@@ -524,17 +524,14 @@ def rereads_per_request(measured: dict[str, Any], pace: str, authed: float) -> f
 
 
 def counter_writes(measured: dict[str, Any], pace: str, authed: float) -> float:
-    """Request-counter writes per authenticated request at `pace`: busy, an instance at BUSY_REQUESTS_PER_S; quiet, one
-    instance answering the tenant's requests at the lifecycle's own rate (`authed` a lifecycle), measured at the
-    rates of 1-4 requests a lifecycle: the highest measured at or under it (fewer requests a second share a lease
-    counted ahead less: more writes each)."""
-    found = measured["counter_writes_per_request"][pace]
-    if not isinstance(found, dict):
-        return float(found)
+    """Request-counter writes per authenticated request at `pace`, by the request rates they were measured at: busy,
+    an instance at BUSY_REQUESTS_PER_S; quiet, one instance answering the tenant's requests at the lifecycle's own rate
+    (`authed` a lifecycle), measured at the rates of 1-4 requests a lifecycle. The highest rate measured at or under
+    the lifecycle's (fewer requests a second share a lease counted ahead less: more writes each)."""
+    found = sorted((float(at), float(writes)) for at, writes in measured["counter_writes_per_request"][pace].items())
     rate = authed * measured["paces"][pace]
-    rates = sorted(float(r) for r in found)
-    under = [r for r in rates if r <= rate + 1e-9]
-    return float(found[str(under[-1] if under else rates[0])]) if rates else 1.0
+    under = [writes for at, writes in found if at <= rate + 1e-9]
+    return under[-1] if under else found[0][1]
 
 
 def fixed_monthly(measured: dict[str, Any]) -> tuple[list[Line], list[Line]]:

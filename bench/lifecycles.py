@@ -495,7 +495,7 @@ def measure(rounds: int) -> dict[str, Any]:
                     found[name] = {"title": title, "busy": busy, "quiet": quiet, "stored": stored}
                 audit = measure_audit(deployment, tenant)
                 counter = {
-                    "busy": counter_writes_per_request(tenant.services, BUSY_REQUESTS_PER_S),
+                    "busy": {str(BUSY_REQUESTS_PER_S): counter_writes_per_request(tenant.services, BUSY_REQUESTS_PER_S)},
                     "quiet": {str(rate): counter_writes_per_request(tenant.services, rate) for rate in quiet_request_rates()},
                 }
         finally:

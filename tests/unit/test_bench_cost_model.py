@@ -256,3 +256,15 @@ def test_a_provisioned_unit_used_every_second_costs_29_percent_of_the_same_unit_
     # The lines that are not DynamoDB's are priced as they were.
     requests = bill.infra[2].usd * cost.MILLION
     assert cost.with_provisioned_tables(bill, 1.0) == pytest.approx(requests + cost.provisioned_usd(bill, 1.0))
+
+
+def test_the_request_counter_is_priced_at_the_lifecycles_own_request_rate_at_the_highest_rate_measured_under_it() -> None:
+    found = {
+        "paces": PACES,
+        "counter_writes_per_request": {"busy": {"25": 0.2}, "quiet": {"0.2": 0.33, "0.4": 0.17, "0.8": 0.08}},
+    }
+    # Quiet (0.2 lifecycles/s): one request a lifecycle is 0.2/s, four 0.8/s, three 0.6/s (the 0.4/s figure: more
+    # writes a request than 0.6/s would make, never fewer)
+    assert [cost.counter_writes(found, "quiet", n) for n in (1, 4, 3)] == [0.33, 0.08, 0.17]
+    # Busy: an instance at 25 requests/s, whatever a lifecycle makes
+    assert [cost.counter_writes(found, "busy", n) for n in (1, 4)] == [0.2, 0.2]
