@@ -415,6 +415,8 @@ class Services:
             self.clock,
             lambda tenant: self.limiter.limits(tenant).searchable_metadata,
             queue_run_retention,
+            # dispatch's turn (on_events), decided on the head it read with the record's batch where it can be
+            lambda run_id: self.held_runs.held_retained(run_id),
         )
 
     @cached_property
