@@ -15,10 +15,9 @@ from interlude.domain import formats
 from interlude.domain.clock import epoch_of
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
-from interlude.store.expiry import RETAINED
 from interlude.store.inbox import closed_entry_keys
 from interlude.store.item_formats import check_item
-from interlude.store.layout import RUN_SK, run_id_of, run_pk
+from interlude.store.layout import RETAINED, RUN_SK, run_id_of, run_pk
 from interlude.store.live import followers_key, followers_of
 from interlude.store.table import batch_get
 
