@@ -104,6 +104,10 @@ class Invocation:
     # Secrets it read through a warm instance's cache ("{name}@{max_age_s}": Powertools' get_secret), which fetches one
     # once per max_age: the bench's warm instances hold them, so a pace's fetches are priced per use (cost_per_million).
     secrets: Counter[str] = field(default_factory=Counter)
+    # Reads it made through an instance's cache of the API keys (app/keys.py) and of the tenants' settings and limits
+    # (app/limits.py), by cache ("key", "limits"): held for the run, each re-read once per cache period per instance,
+    # priced per use at each pace like the secrets (cost_per_million).
+    cached: Counter[str] = field(default_factory=Counter)
 
 
 # The deployment's tables as the bench names them (wiring.TABLES: the first, and the second, docs/adr/0161).
@@ -218,6 +222,32 @@ class Meter:
             yield
         finally:
             secret_values._value = real
+
+    @contextlib.contextmanager
+    def caches_counted(self) -> Iterator[None]:
+        """Every read through the API key cache and the tenant limits' cache counted on the invocation recorded (the
+        caches themselves held for the run by the caller: a pace's re-reads are priced per use)."""
+        from interlude.app.keys import Keys
+        from interlude.app.limits import TenantLimiter
+
+        meter = self
+        key_record, in_force = Keys._key_record, TenantLimiter._in_force
+
+        def counted_key(keys: Any, key_id: str) -> Any:
+            if meter.current is not None:
+                meter.current.cached["key"] += 1
+            return key_record(keys, key_id)
+
+        def counted_limits(limiter: Any, tenant: str) -> Any:
+            if meter.current is not None:
+                meter.current.cached["limits"] += 1
+            return in_force(limiter, tenant)
+
+        Keys._key_record, TenantLimiter._in_force = counted_key, counted_limits  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            Keys._key_record, TenantLimiter._in_force = key_record, in_force  # type: ignore[method-assign]
 
     @contextlib.contextmanager
     def recording(self, record: Invocation) -> Iterator[Invocation]:

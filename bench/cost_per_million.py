@@ -41,6 +41,7 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -493,34 +494,40 @@ def subtract(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return {k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0) > 0}
 
 
-def secret_fetches(measured: dict[str, Any], parts: list[Share], pace: str) -> float:
-    """GetSecretValue calls per lifecycle at `pace`: a warm instance fetches a secret once per its cache period (the
-    key ring's 60 s, the audit key's 3,600 s: the `@` of each read the bench counted) however often it reads it. Busy,
-    an instance at BUSY_REQUESTS_PER_S uses of it; quiet, one instance of each function reading it at the pace's uses
-    (at 0.2 lifecycles/s, a function reading the key ring once a lifecycle fetches it for one lifecycle in 12)."""
+def refetches(
+    measured: dict[str, Any], parts: list[Share], pace: str, counted: str, period_s: Callable[[str], float]
+) -> float:
+    """Fetches per lifecycle at `pace` of what each function reads through a warm instance's cache (`counted`: the
+    invocations' counter of those reads, by what was read), once per cache period (`period_s` of what was read) however
+    often it reads it. Busy, an instance at BUSY_REQUESTS_PER_S uses of it; quiet, one instance of each function reading
+    it at the pace's uses (at 0.2 lifecycles/s, a function reading the key ring once a lifecycle fetches it for one
+    lifecycle in 12)."""
     uses: dict[tuple[str, str], float] = defaultdict(float)
     for s in parts:
-        for key, n in s.inv.get("secrets", {}).items():
-            uses[(s.inv["function"], key)] += s.weight * n
+        for read, n in s.inv.get(counted, {}).items():
+            uses[(s.inv["function"], read)] += s.weight * n
     fetched = 0.0
-    for (_, key), n in uses.items():
-        max_age = float(key.rsplit("@", 1)[1])
+    for (_, read), n in uses.items():
         per_s = measured["busy_requests_per_s"] if pace == "busy" else measured["paces"][pace] * n
-        fetched += n * min(1.0, 1 / (per_s * max_age))
+        fetched += n * min(1.0, 1 / (per_s * period_s(read)))
     return fetched
+
+
+def secret_fetches(measured: dict[str, Any], parts: list[Share], pace: str) -> float:
+    """GetSecretValue calls per lifecycle at `pace`: the key ring's cache period 60 s, the audit key's 3,600 s (the `@`
+    of each read the bench counted)."""
+    return refetches(measured, parts, pace, "secrets", lambda read: float(read.rsplit("@", 1)[1]))
+
+
+def cache_rereads(measured: dict[str, Any], parts: list[Share], pace: str) -> float:
+    """Strongly consistent GetItems per lifecycle at `pace` of the API keys and the tenants' limits (a tenant's
+    settings) that the functions read through their caches (`caches_s`: the key's 5 s, the limits' 10 s)."""
+    return refetches(measured, parts, pace, "cached", lambda read: float(measured["caches_s"][read]))
 
 
 def secrets_read(parts: list[Share]) -> str:
     read = sorted({(s.inv["function"], key.rsplit("@", 1)[1]) for s in parts for key in s.inv.get("secrets", {})})
     return ", ".join(f"{function} one cached {age} s" for function, age in read) or "none read"
-
-
-def rereads_per_request(measured: dict[str, Any], pace: str, authed: float) -> float:
-    """Strongly consistent GetItems of the key and the tenant's limits per authenticated request, one per cache period
-    per instance: busy, an instance at BUSY_REQUESTS_PER_S; quiet, one instance answering the tenant's requests."""
-    per_s = measured["busy_requests_per_s"] if pace == "busy" else measured["paces"][pace] * authed
-    caches = measured["caches_s"]
-    return sum(min(1.0, 1 / (per_s * caches[k])) for k in ("key", "limits")) if per_s else 0.0
 
 
 def counter_writes(measured: dict[str, Any], pace: str, authed: float) -> float:
@@ -595,7 +602,7 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     add(Line("DynamoDB writes", wru + counter, "WRU", (wru + counter) * price("dynamodb_wru"),
              f"{wru:g} as counted (GSI and the audit marker's share included) + request counter {counter:.2f} "
              f"({authed:g} authenticated requests × {per_request:.2f})"))
-    rereads = authed * rereads_per_request(measured, pace, authed)
+    rereads = cache_rereads(measured, parts, pace)
     rru = total("rru")
     add(Line("DynamoDB reads", rru + rereads, "RRU", (rru + rereads) * price("dynamodb_rru"),
              f"{rru:g} as counted + key and limits re-reads {rereads:.3f}"))

@@ -19,8 +19,8 @@ BUSY_REQUESTS_PER_S of the tenant: the request counter leased; the audit chain a
 and quiet (every request counts itself; each decision is measured starting its audit chain's wait: how often its chain
 is still marked from the one before, and how many decisions its checkpoint anchors, are priced by
 bench/cost_per_million.py). The request counter's own writes are taken out of the invocations and priced per request
-at each pace (app/limits.py's leases, run here), as are the secrets read through an instance's cache (held for the
-run, counted per read); the audit checkpoint, the sweep that publishes a tenant's anchor while a chain waits, and the
+at each pace (app/limits.py's leases, run here), as are the secrets, API keys and tenant limits read through an
+instance's cache (held for the run, counted per read); the audit checkpoint, the sweep that publishes a tenant's anchor while a chain waits, and the
 idle sweep every minute are measured through the `timeouts` function and the audit service.
 
 With --writer NAME (a writer switch of domain/formats.py, e.g. AUDIT_HEAD_LAGS_WRITTEN), that switch is turned on
@@ -400,6 +400,7 @@ def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
         "head_reads": record.head_reads,
         "bucket": record.bucket,
         "secrets": dict(record.secrets),
+        "cached": dict(record.cached),
         "authenticated": record.function == "api" and record.route not in UNAUTHENTICATED_ROUTES,
     }
 
@@ -473,9 +474,9 @@ def measure(rounds: int) -> dict[str, Any]:
 
     chains = wiring.AUDIT_CHAINS
     key_cache, limits_cache = settings().key_cache_seconds, app_limits.LIMITS_CACHE_SECONDS
-    # The key and the tenant's limits are re-read once per cache period per instance: held for the run (so a slow
-    # machine's clock puts no re-read in a measured lifecycle; the key cache's clock stands still) and priced per
-    # request at each pace instead.
+    # The keys and the tenants' limits are re-read once per cache period per instance: held for the run (so a slow
+    # machine's clock puts no re-read in a measured lifecycle; the key cache's clock stands still) and priced per use
+    # at each pace instead (each function's uses counted: Meter.caches_counted).
     app_keys.time = SimpleNamespace(monotonic=lambda: 0.0)  # type: ignore[assignment]
     app_limits.LIMITS_CACHE_SECONDS = 3600.0
     # One chain, so the busy pace's "already waiting for its checkpoint" holds for every lifecycle of the run.
@@ -483,7 +484,7 @@ def measure(rounds: int) -> dict[str, Any]:
     with mock_aws():
         deployment = Deployment("bench")
         try:
-            with deployment.meter.secrets_counted():
+            with deployment.meter.secrets_counted(), deployment.meter.caches_counted():
                 tenant = Tenant(deployment)
                 found: dict[str, Any] = {}
                 for name, (title, lifecycle) in LIFECYCLES.items():

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+from interlude.app import keys as app_keys
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
@@ -75,11 +77,11 @@ def test_a_batch_reads_each_runs_head_once_for_all_its_records_and_handlers(serv
     # When the dispatch function takes the batch
     answer = lambda_runtime.invoke("dispatch", event)
 
-    # Then every record was handled, and each run's head was read once for the whole batch (not once per handler),
-    # and once more, consistently, by the retention turn its end takes here, after its page (it stamps no run that
-    # moved); the page itself reads the head with the run's items, so the turn reads it no other way (issue 31)
+    # Then every record was handled, and each run's head was read once for the whole batch (not once per handler,
+    # issue 31): the retention turn its end takes here reads it no other way, the run having ended within its items'
+    # margin (ADR 0176: decided on the head the batch read)
     assert answer == {"batchItemFailures": []}
-    assert sorted(reads.values()) == [1 + 1, 1 + 1, 1 + 1]
+    assert sorted(reads.values()) == [1, 1, 1]
     assert len(reads) == len(runs)
 
 
@@ -121,3 +123,28 @@ def test_a_failing_record_fails_alone_and_holds_back_only_its_runs_later_records
     assert lambda_runtime.invoke("dispatch", again) == {"batchItemFailures": []}
     usage = TenantRecords(services.store).usage([tenant], services.clock().strftime("%Y-%m"))[tenant]
     assert (usage.counts["lifecycles"], usage.counts["decisions"]) == (2, 2)
+
+
+def test_a_warm_dispatch_mints_its_notices_links_without_reading_the_key_that_created_their_runs_again(
+    services, admin, monkeypatch
+):
+    # Given a dispatch instance that has taken a batch of notices of runs one key created
+    reads: Counter[str] = Counter()
+    original = BaseClient._make_api_call
+
+    def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "GetItem" and params["Key"]["sk"]["S"] == "KEY":
+            reads[params["Key"]["pk"]["S"]] += 1
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", counting)
+    monkeypatch.setattr(app_keys, "time", SimpleNamespace(monotonic=lambda: 0.0))  # within its period however slow
+    lambda_runtime.fresh_instances()
+    gate_runs(services, admin, 1, resolved=False)
+    assert lambda_runtime.invoke("dispatch", outbox_event(Stream(TABLE).take())) == {"batchItemFailures": []}
+    assert sum(reads.values()) == 1
+    # When it takes the next batch, three more such runs' notices, within the key cache's period
+    gate_runs(services, admin, 3, resolved=False)
+    assert lambda_runtime.invoke("dispatch", outbox_event(Stream(TABLE).take())) == {"batchItemFailures": []}
+    # Then their links were minted on the key as it read it, through the cache the API reads keys through (ADR 0177)
+    assert sum(reads.values()) == 1

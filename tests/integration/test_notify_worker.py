@@ -5,8 +5,10 @@ nothing left to ask, and never a link or an address in the log."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -16,6 +18,7 @@ from interlude.adapters.leased_work import RetryLater
 from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.adapters.notify.worker import Worker
 from interlude.adapters.scheduler import scheduler as scheduler_
+from interlude.app import limits as app_limits
 from interlude.composition import Services
 from interlude.config.notify import NotifySettings
 from interlude.domain.models.principals import PrincipalEntry
@@ -389,6 +392,7 @@ def test_a_raised_gate_reads_the_tenants_settings_once_for_whom_it_asks_and_its_
         services.directory.put_principal(tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
     run_id, _, _ = open_gate(services)
     outbox = services.notification_outbox
+    services.limiter.forget(tenant)  # as a dispatch instance that has not read them yet
 
     with settings_reads(services.store.client, tenant) as read:
         outbox.on_events(run_id, services.store.read_events(run_id))
@@ -397,8 +401,11 @@ def test_a_raised_gate_reads_the_tenants_settings_once_for_whom_it_asks_and_its_
         assert len(read) == 1
         assert reminders_scheduled(run_id) == [0, 1]
         assert {pid: m.get("delegation") for pid, m in queued(aws).items()} == {"ann": False, "ben": False}
-        # Read for the record and passed down, not held on the outbox, which dispatch's threads share: the next
-        # record reads them again, as the tenant has them then
-        assert set(vars(outbox)) == {"records", "log", "directory", "tenants", "definitions", "clock"}
+        # Read as the tenant's limits in force are (ADR 0177): the next record within their cache period reads none
+        outbox.on_events(run_id, services.store.read_events(run_id))
+        assert len(read) == 1
+        # and once that is over, reads them again, as the tenant has them then
+        later = time.monotonic() + app_limits.LIMITS_CACHE_SECONDS + 1
+        monkeypatch.setattr(app_limits, "time", SimpleNamespace(monotonic=lambda: later))
         outbox.on_events(run_id, services.store.read_events(run_id))
         assert len(read) == 2

@@ -408,12 +408,18 @@ def test_an_export_pages_its_events_and_refuses_what_it_cannot_hold(services, wo
 
 
 @pytest.mark.private_world  # items_of scans the table
-def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migrations_queue(services, world, monkeypatch):
+def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migrations_queue(
+    clock_file, services, world, monkeypatch
+):
     # Given pages of one item
     monkeypatch.setattr(retention_store, "PAGE_ITEMS", 1)
     key = new_api_key(services)
-    # When a run ends, its dispatch retaining one page of its items
-    run_id = finished_run(services, world, key, "paged")
+    # When a run ends past its items' margin (its turn writes every item), its dispatch retaining one page of them
+    run_id = open_gate_run(services, world, key, "paged")
+    clock.advance(clock_file, (run_search.ITEMS_MARGIN_DAYS + 1) * DAY_S)
+    decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", key, {"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    Stream(world.table).settle()
     expires = end_of(run_id, key) + 90 * DAY_S
     queued = boto3.client("sqs").receive_message(
         QueueUrl=world.queues["migrations"], MaxNumberOfMessages=10, VisibilityTimeout=0
@@ -423,7 +429,7 @@ def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migra
     assert {(t["kind"], "after" in t) for t in turns if t.get("runId") == run_id} == {(RUN_RETENTION, True)}
     # Then the turns the migrate function takes from where it stopped give every other item its expiry
     retention_turns(world)
-    kept_until(world, run_id, expires)
+    assert expiries(world, run_id) == {expires}
 
 
 def without_expiry(world, run_id: str, listing: bool = True) -> None:
@@ -816,3 +822,48 @@ def test_a_run_waiting_past_its_items_provisional_expiry_keeps_every_item_throug
     expires = end_of(run_id, key) + 90 * DAY_S
     assert expiries(world, run_id) == {expires}
     assert retention_mark(world, run_id) == expires
+
+
+@pytest.mark.private_world  # items_of scans the table
+def test_a_run_that_ends_within_its_items_margin_has_its_turn_decided_on_the_head_dispatch_read_with_its_end(
+    services, world, monkeypatch
+):
+    key = new_api_key(services)
+    run_id = open_gate_run(services, world, key, "held")
+    # Given every read a retention turn makes of a run's items or head
+    read: list[str] = []
+    for name in ("items_page", "retained_run"):
+        real = getattr(retention_store.RetentionStore, name)
+        monkeypatch.setattr(
+            retention_store.RetentionStore,
+            name,
+            lambda store, run, *rest, _name=name, _real=real: (read.append(_name), _real(store, run, *rest))[1],
+        )
+    # When it is decided within its items' margin and dispatch takes the batch that ends it
+    decide(world, key, run_id)
+    # Then its turn read none of its items, nor its head again (ADR 0176), and every item is kept as a whole turn keeps
+    # it: the provisional expiry it was written with, or the run's
+    assert read == []
+    kept_until(world, run_id, end_of(run_id, key) + 90 * DAY_S)
+
+
+@pytest.mark.private_world  # the sweep reads every item of the table
+def test_an_item_left_without_an_expiry_by_a_release_before_0_3_is_given_the_runs_by_the_daily_sweep(services, world):
+    key = new_api_key(services)
+    run_id = open_gate_run(services, world, key, "older")
+    # Given an open run one of whose items has no expiry, as a release before 0.3.0 wrote it (ADR 0133)
+    gate = next(i["sk"]["S"] for i in own_items(world, run_id) if i["sk"]["S"].startswith("I#"))
+    boto3.client("dynamodb").update_item(
+        TableName=world.table,
+        Key=a.key(run_pk(run_id), gate),
+        UpdateExpression="REMOVE #ttl",
+        ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
+    )
+    # When it is decided within its items' margin: dispatch's turn, decided on the head, reads no item (ADR 0176)
+    decide(world, key, run_id)
+    assert expiry_of(world, run_id, gate) is None
+    # Then the daily sweep finds the item without an expiry and gives it the run's
+    daily_sweep(world)
+    expires = end_of(run_id, key) + 90 * DAY_S
+    assert expiry_of(world, run_id, gate) == expires
+    kept_until(world, run_id, expires)

@@ -268,3 +268,16 @@ def test_the_request_counter_is_priced_at_the_lifecycles_own_request_rate_at_the
     assert [cost.counter_writes(found, "quiet", n) for n in (1, 4, 3)] == [0.33, 0.08, 0.17]
     # Busy: an instance at 25 requests/s, whatever a lifecycle makes
     assert [cost.counter_writes(found, "busy", n) for n in (1, 4)] == [0.2, 0.2]
+
+
+def test_a_key_or_a_tenants_limits_read_through_a_cache_are_read_again_once_per_cache_period_by_each_function() -> None:
+    api = invocation("api", "http", cached={"key": 1, "limits": 2})
+    dispatch = invocation("dispatch", "sqs", cached={"key": 1, "limits": 2})
+    found = {**measured([api, dispatch]), "busy_requests_per_s": 25, "audit": AUDIT, "caches_s": {"key": 5, "limits": 10}}
+    busy, quiet = (cost.shares(found, "x", pace) for pace in ("busy", "quiet"))
+    # Busy: an instance of each function at 25 uses a second reads each again once per its period.
+    per_function = 1 * 1 / (25 * 5) + 2 * 1 / (25 * 10)
+    assert cost.cache_rereads(found, busy, "busy") == pytest.approx(2 * per_function)
+    # Quiet: at 0.2 lifecycles a second a function's 2 limits uses a lifecycle are 0.4 a second, read again once per 10 s
+    # (every fourth use), its key's once a lifecycle, every 5 s: each use a read.
+    assert cost.cache_rereads(found, quiet, "quiet") == pytest.approx(2 * (1 + 2 * 1 / (0.4 * 10)))

@@ -415,6 +415,8 @@ class Services:
             self.clock,
             lambda tenant: self.limiter.limits(tenant).searchable_metadata,
             queue_run_retention,
+            # dispatch's turn (on_events), decided on the head it read with the record's batch where it can be
+            lambda run_id: self.held_runs.held_retained(run_id),
         )
 
     @cached_property
@@ -516,7 +518,13 @@ class Services:
         from interlude.adapters.notify.outbox import NotificationOutbox
 
         return NotificationOutbox(
-            self.held_runs, self.directory_records, self.interactions, self.definitions, self.clock, self.notification_records
+            self.held_runs,
+            self.directory_records,
+            # the limiter (and its rules) loads with the first record that asks for the tenant's settings
+            lambda tenant: self.limiter.settings(tenant),
+            self.definitions,
+            self.clock,
+            self.notification_records,
         )
 
     @cached_property
@@ -542,7 +550,7 @@ class Services:
 
         return (
             self.deadline_schedules.on_events,
-            partial(callback_notices, self.held_runs, self.store, self.clock),
+            partial(callback_notices, self.held_runs, self.keys, self.clock),
             _when(concerns.raised_external_events, lambda: self.external_events.resolve_kept_events),
             partial(metrics.on_events, self.held_runs),
             queue_actions,

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.domain.ids import tenant_of
 from interlude.store.stream import (
     HELD_FOLLOWERS,
+    HELD_HEAD_EXPIRY,
     carried_audit_draft,
     closed_inbox_entries,
     new_run_batch_stamped,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from interlude.engine.run import Transition
     from interlude.store.idempotency import AnsweredRecord
     from interlude.store.live import Follower
+    from interlude.store.retention import RetainedRun
 
 # (run id, the RunEventDocs of one transition) -> None. Each must be idempotent.
 OutboxHandler = Callable[[str, list[dict[str, Any]]], None]
@@ -102,6 +104,7 @@ class HeldRuns:
     def release(self, run_id: str) -> None:
         self._held().pop(run_id, None)
         self._followers().pop(run_id, None)
+        self._expiries().pop(run_id, None)
 
     def _followers(self) -> dict[str, Any]:
         followers: dict[str, Any] | None = getattr(self._local, "followers", None)
@@ -115,6 +118,30 @@ class HeldRuns:
             self._followers().pop(run_id, None)
         else:
             self._followers()[run_id] = followers
+
+    def _expiries(self) -> dict[str, tuple[int | None, int | None]]:
+        expiries: dict[str, tuple[int | None, int | None]] | None = getattr(self._local, "expiries", None)
+        if expiries is None:
+            expiries = self._local.expiries = {}
+        return expiries
+
+    def hold_expiry(self, run_id: str, expiry: tuple[int | None, int | None] | None) -> None:
+        """The run head's `ttl` and `retentionStamped` as read with its batch (store/stream.py HELD_HEAD_EXPIRY)."""
+        if expiry is None:
+            self._expiries().pop(run_id, None)
+        else:
+            self._expiries()[run_id] = expiry
+
+    def held_retained(self, run_id: str) -> RetainedRun | None:
+        """The run's head as read with this thread's batch, with its expiry; None when it was not read with it, or this
+        process moved the run since."""
+        from interlude.store.retention import RetainedRun
+
+        head, expiry = self._held().get(run_id), self._expiries().get(run_id)
+        if head is None or head is _STALE or expiry is None:
+            return None
+        state, version = head
+        return RetainedRun.of(state, version, *expiry)
 
     def held_followers(self, run_id: str) -> list[Follower] | None:
         """The run's live followers as read with this thread's batch; None: not read with it (read them yourself)."""
@@ -304,6 +331,7 @@ def handle_record(
     run_id, events = found
     if isinstance(records, HeldRuns):
         records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
+        records.hold_expiry(run_id, record.get(HELD_HEAD_EXPIRY))
     # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.
     inbox.delete_inbox_entries(closed_inbox_entries(record))

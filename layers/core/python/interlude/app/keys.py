@@ -81,6 +81,12 @@ class Keys:
             raise auth.unauthenticated(f"the API key this connection opened with is {status}")
         return auth.principal_from_record(record, key_id)
 
+    def get_api_key(self, key_id: str) -> dict[str, Any] | None:
+        """The key's record as `authenticate` reads it (a KeyLookup): the links a run's notices carry are minted for
+        the key that created it on this read, and checked against the key again, read anew, when one is used
+        (app/tokens.py)."""
+        return self._key_record(key_id)
+
     def _key_record(self, key_id: str) -> dict[str, Any] | None:
         cached = self._cache.get(key_id)
         if cached and cached[0] > time.monotonic():

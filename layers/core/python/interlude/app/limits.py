@@ -129,8 +129,8 @@ class TenantLimiter:
         self.counters = counters
         self.clock = clock
         self._defaults = defaults
-        # tenant -> (until, its limits in force, its retentionDays)
-        self._cache: OrderedDict[str, tuple[float, rules.Limits, int]] = OrderedDict()
+        # tenant -> (until, its limits in force, the settings they were read from)
+        self._cache: OrderedDict[str, tuple[float, rules.Limits, TenantSettings]] = OrderedDict()
         self.leases = RequestLeases()
 
     @property
@@ -144,9 +144,14 @@ class TenantLimiter:
 
     def retention_days(self, tenant: str) -> int:
         """How long the tenant keeps a finished run (issue 30 item 4), read with its limits."""
+        return self._in_force(tenant)[1].retention_days
+
+    def settings(self, tenant: str) -> TenantSettings:
+        """The settings the tenant's limits in force were read from: as new as they are (LIMITS_CACHE_SECONDS), for
+        what may lag a change of them as long (the notifications of a gate: their delegates and reminders)."""
         return self._in_force(tenant)[2]
 
-    def _in_force(self, tenant: str) -> tuple[float, rules.Limits, int]:
+    def _in_force(self, tenant: str) -> tuple[float, rules.Limits, TenantSettings]:
         hit = self._cache.get(tenant)
         if hit is not None and hit[0] > time.monotonic():
             return hit
@@ -161,7 +166,7 @@ class TenantLimiter:
         """Take the tenant's settings as just read elsewhere (`settings`, None: none stored) as its limits in force."""
         self._keep(tenant, settings_of(settings))
 
-    def _keep(self, tenant: str, own: TenantSettings) -> tuple[float, rules.Limits, int]:
+    def _keep(self, tenant: str, own: TenantSettings) -> tuple[float, rules.Limits, TenantSettings]:
         found = (
             time.monotonic() + LIMITS_CACHE_SECONDS,
             rules.effective(own.limits, self.defaults)._replace(
@@ -169,7 +174,7 @@ class TenantLimiter:
                 search_titles=bool(own.searchTitles),
                 retention_days=own.retentionDays or DEFAULT_RETENTION_DAYS,
             ),
-            own.retentionDays or DEFAULT_RETENTION_DAYS,
+            own,
         )
         self._cache[tenant] = found
         self._cache.move_to_end(tenant)

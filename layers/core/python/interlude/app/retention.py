@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from interlude.domain.clock import iso
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
+from interlude.engine.events import ends_run, reruns_run
 from interlude.rules import run_search
 from interlude.rules.retention import run_expiry
 from interlude.store.layout import interrupt_sk
@@ -55,6 +56,7 @@ class RunRetention:
         clock: Clock,
         searchable: Callable[[str], Iterable[str]] = lambda tenant: (),
         queue_turn: Callable[[str, str | None], None] | None = None,
+        held: Callable[[str], RetainedRun | None] | None = None,
     ) -> None:
         self.store = store
         # A tenant's retentionDays (app/limits.py: read with its limits, cached briefly).
@@ -65,6 +67,9 @@ class RunRetention:
         self.searchable = searchable
         # Queues a turn on the migrations queue (run id, the key to go on after): where a turn begun in dispatch ends.
         self.queue_turn = queue_turn
+        # The run's head as dispatch read it with the record's batch, with its expiry (app/dispatch.py HeldRuns); None
+        # where it was not read so.
+        self.held = held
 
     def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         """The outbox handler of an event batch that ends a run or runs it again (issue 31): the run's first turn is
@@ -73,6 +78,9 @@ class RunRetention:
         migrations queue where this page stopped; one that moved meanwhile is taken there from the start."""
         if self.queue_turn is None:
             raise RuntimeError("a retention taken in dispatch is composed with the migrations queue")
+        held = self.held(run_id) if self.held is not None else None
+        if held is not None and ended_with_nothing_to_write(held, events):
+            return
         try:
             after = self.turn(run_id, None, lambda: False)
         except RunMoved:
@@ -219,6 +227,29 @@ class RunRetention:
         if item.ttl == wanted or (kept_to is not None and item.ttl is not None and wanted is not None and wanted < item.ttl <= kept_to):
             return
         self.store.set_item_ttl(run_id, item.sk, wanted, item.where)
+
+
+def ended_with_nothing_to_write(run: RetainedRun, events: list[dict[str, Any]]) -> bool:
+    """Whether the end these events record leaves the run's retention turn nothing to write, decided on the head read
+    with them, without reading the run's items (ADR 0176): the run ended in this transition (not one that also ran it
+    again) and has not moved since; its ending transaction gave the head its expiry, no later than its items'
+    provisional one, and no mark that a turn must write every item. Then every item written before the end keeps the
+    provisional expiry it was written with, every one written after takes the head's (store/expiry.py), an effect's
+    ledger entry keeps its own later one, and the run's search entries, listing entry and tasks keep theirs: what a turn
+    would write is an item with no expiry at all (written by a release before 0.3.0), which the daily sweep finds
+    (migrations/sweeps.py)."""
+    state, target = run.state, run.ttl
+    if not state.terminal or target is None or run.stamped is not None:
+        return False
+    if run_search.items_stamped_at_end(run.provisional, target):
+        return False
+    if not ends_run(events) or reruns_run(events) or state.nextSeq != max(e["sequence"] for e in events) + 1:
+        return False
+    return not (
+        run_search.stamped_at_end(state, target)
+        or run_search.listing_stamped_at_end(state, target)
+        or run_search.tasks_stamped_at_end(run.provisional, True, state.completedAt)
+    )
 
 
 class Restamp:

@@ -72,11 +72,16 @@ def requests_child_or_ends_run(events: list[dict[str, Any]]) -> bool:
 def ends_or_reruns_run(events: list[dict[str, Any]]) -> bool:
     """A run ended (its items are given their expiry: app/retention.py), or a node of it was retried (a finished run
     that runs again keeps its items)."""
-    return any(
-        e.get("type") in RUN_END_EVENTS
-        or (e.get("type") == NODE_RETRIED and (e.get("payload") or {}).get("reason") == RERUN_REASON)
-        for e in events
-    )
+    return ends_run(events) or reruns_run(events)
+
+
+def ends_run(events: list[dict[str, Any]]) -> bool:
+    return any(e.get("type") in RUN_END_EVENTS for e in events)
+
+
+def reruns_run(events: list[dict[str, Any]]) -> bool:
+    """A node of a finished run retried: the run runs again."""
+    return any(e.get("type") == NODE_RETRIED and (e.get("payload") or {}).get("reason") == RERUN_REASON for e in events)
 
 
 def requests_or_cancels_task(events: list[dict[str, Any]]) -> bool:

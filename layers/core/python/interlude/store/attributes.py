@@ -21,6 +21,12 @@ def n(value: int | float) -> dict[str, str]:
     return {"N": str(value)}
 
 
+def integer(item: Mapping[str, Any], name: str) -> int | None:
+    """A low-level item's whole-number attribute; None where it has none."""
+    value = item.get(name)
+    return int(value["N"]) if value and "N" in value else None
+
+
 def key(pk: str, sk: str) -> Item:
     """An item's primary key: its partition and sort key, as the table declares them."""
     return {wiring.PARTITION_KEY: s(pk), wiring.SORT_KEY: s(sk)}

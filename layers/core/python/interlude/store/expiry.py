@@ -27,13 +27,14 @@ from interlude import wiring
 from interlude.domain import clock
 from interlude.rules import run_search
 from interlude.store import attributes as a
+from interlude.store import layout
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.table import conditionally
 
 # The head's record that a retention turn is whole when the run's items alone cannot say so: the expiry the last whole
 # turn gave every item, 0 while a turn that writes every item is under way (a re-stamp, or a run that ended too late
 # for its items' provisional expiry: its ending transaction writes the 0). store/retention.py, ADRs 0118, 0133.
-RETAINED = "retentionStamped"
+RETAINED = layout.RETAINED
 RESTAMPING = 0
 # Rounds of a confirmation: each needs the head's ttl to change between its write and its read (a run ending, or
 # running again, within milliseconds); past them the claim fails and its message is taken again.

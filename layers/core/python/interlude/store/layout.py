@@ -138,6 +138,8 @@ def message_table(message: Mapping[str, Any]) -> str:
 
 RUN_SK = "RUN"
 INTERRUPT_SK_PREFIX = "I#"
+# The run head's record that a retention turn is whole when the run's items alone cannot say so (store/expiry.py).
+RETAINED = "retentionStamped"
 # The family part of a run partition's key (`T#{tenant}#R#{run}`).
 RUN_PARTITION = "R"
 

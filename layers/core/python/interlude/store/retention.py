@@ -122,6 +122,10 @@ class RetainedRun:
     # The provisional expiry the run's items are written with (rules/run_search.items_expiry), when it has one.
     provisional: int | None = None
 
+    @classmethod
+    def of(cls, state: RunState, version: int, ttl: int | None, stamped: int | None) -> RetainedRun:
+        return cls(state, version, ttl, stamped, run_search.items_expiry(state.searchExpiry))
+
 
 @dataclass(frozen=True)
 class RunItem:
@@ -386,7 +390,7 @@ class RetentionStore(Table):
             # A ledger entry is keyed by its effect's opaque id (store/effects.py, ledger_sk).
             effect = f"{tenant_of(run_id)}/{sk.removeprefix(LEDGER_SK_PREFIX)}" if sk.startswith(LEDGER_SK_PREFIX) else None
             events = tuple(a.unpacked(item["events"])) if "events" in item else ()
-            items.append(RunItem(sk, _number(item, wiring.TTL_ATTRIBUTE), effect, events, _number(item, RAISED_SEQ), where))
+            items.append(RunItem(sk, a.integer(item, wiring.TTL_ATTRIBUTE), effect, events, a.integer(item, RAISED_SEQ), where))
         last = got.get("LastEvaluatedKey")
         if where == SECOND:
             return RunPage(items, SECOND_PAGES + last[wiring.SORT_KEY]["S"] if last else None, head)
@@ -459,10 +463,4 @@ def retained_head(head: dict[str, Any]) -> RetainedRun:
     # Retention reads of a head its status, times, tags, metadata and gates' titles, none of which a format-4 head
     # holds elsewhere (domain/head_parts.py): its other parts are not read back.
     state, version = head_of(head)
-    ttl, stamped = _number(head, wiring.TTL_ATTRIBUTE), _number(head, RETAINED)
-    return RetainedRun(state, version, ttl, stamped, run_search.items_expiry(state.searchExpiry))
-
-
-def _number(item: Mapping[str, Any], name: str) -> int | None:
-    value = item.get(name)
-    return int(value["N"]) if value and "N" in value else None
+    return RetainedRun.of(state, version, a.integer(head, wiring.TTL_ATTRIBUTE), a.integer(head, RETAINED))

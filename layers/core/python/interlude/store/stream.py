@@ -17,7 +17,7 @@ from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store.inbox import closed_entry_keys
 from interlude.store.item_formats import check_item
-from interlude.store.layout import RUN_SK, run_id_of, run_pk
+from interlude.store.layout import RETAINED, RUN_SK, run_id_of, run_pk
 from interlude.store.live import followers_key, followers_of
 from interlude.store.table import batch_get
 
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 HELD_PAYLOADS = "heldPayloads"
 # The record's run's live followers as read with its head (store/live.py), where the deployment has a WebSocket API.
 HELD_FOLLOWERS = "heldFollowers"
+# The record's run head's expiry as read with the batch: its `ttl` and its `retentionStamped` (store/expiry.py), each
+# None where the head has none; absent when the head was not read (app/retention.py decides on them whether a run's end
+# leaves its retention turn anything to write).
+HELD_HEAD_EXPIRY = "heldHeadExpiry"
 
 
 def matches(pattern: Any, value: Any) -> bool:
@@ -163,12 +167,16 @@ class OutboxRecords:
                 }
             )
         heads = {r: head_of(found[(run_pk(r), RUN_SK)]) for r in runs if (run_pk(r), RUN_SK) in found}
-        if self.followers:
-            for record in records:
-                run_id = record_run_id(record) if record is not None else None
-                if record is not None and run_id is not None:
-                    key = followers_key(run_id)
-                    record[HELD_FOLLOWERS] = followers_of(found.get((key["pk"]["S"], key["sk"]["S"])))
+        for record in records:
+            run_id = record_run_id(record) if record is not None else None
+            if record is None or run_id is None:
+                continue
+            if run_id in heads:
+                head = found[(run_pk(run_id), RUN_SK)]
+                record[HELD_HEAD_EXPIRY] = (a.integer(head, wiring.TTL_ATTRIBUTE), a.integer(head, RETAINED))
+            if self.followers:
+                key = followers_key(run_id)
+                record[HELD_FOLLOWERS] = followers_of(found.get((key["pk"]["S"], key["sk"]["S"])))
         head_parts.complete(self.client, self.table, (state for state, _ in heads.values()), found)
         self._hold_gate_texts(records, {r: state for r, (state, _) in heads.items()})
         return records, heads

@@ -43,7 +43,6 @@ from interlude.adapters.notify.messages import (
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app.facts import asked_of, recipients
-from interlude.app.tenant_facts import tenant_settings
 from interlude.config.notify import notify_settings
 from interlude.domain.ids import principal_subject
 from interlude.domain.models.principals import PrincipalEntry
@@ -55,7 +54,7 @@ from interlude.rules.interrupts.decide import named_by
 from interlude.rules.interrupts.delegation import Delegator, still_asked, vote_in
 
 if TYPE_CHECKING:
-    from interlude.app.ports import DefinitionSource, DirectoryRecords, NotificationLog, RunRecords, TenantRecords
+    from interlude.app.ports import DefinitionSource, DirectoryRecords, NotificationLog, RunRecords
     from interlude.domain.clock import Clock
     from interlude.domain.models.tenants import TenantSettings
 
@@ -91,22 +90,23 @@ class NotificationOutbox:
         self,
         records: RunRecords,
         directory: DirectoryRecords,
-        tenants: TenantRecords,
+        tenant_settings: Callable[[str], TenantSettings],
         definitions: DefinitionSource,
         clock: Clock,
         log: NotificationLog | None = None,
     ) -> None:
-        """`log`: the run's notification records, where the Slack messages a closed gate updates are found (None:
-        none are)."""
+        """`tenant_settings`: a tenant's settings as its limits in force were read (app/limits.py, cached briefly);
+        `log`: the run's notification records, where the Slack messages a closed gate updates are found (None: none
+        are)."""
         self.records = records
         self.log = log
         self.directory = directory
-        self.tenants = tenants
+        self.tenant_settings = tenant_settings
         self.definitions = definitions
         self.clock = clock
 
     def _record_settings(self, tenant: str) -> RecordSettings:
-        return cache(partial(tenant_settings, self.tenants, tenant))
+        return cache(partial(self.tenant_settings, tenant))
 
     def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         if not any(e.get("type") in WATCHED for e in events):
