@@ -208,15 +208,15 @@ def _run_committed_with_effect(key: IdempotencyKey, handler: Callable[..., Respo
 
 def _keep_refusal(key: IdempotencyKey, response: Response, now_ms: int) -> Response:
     """A final answer with no effect committed alongside (a refusal): kept unless the key was taken meanwhile,
-    in which case the request that took it (a concurrent duplicate whose effect won) answers."""
+    in which case the record that took it answers as it answers a retry: a concurrent duplicate's outcome, or a
+    mismatch when another request took it (never the refusal that request's effect caused here)."""
     try:
         taken = records().store_answer(AnsweredRecord(key, _to_cached(response), now_ms))
     except Exception:
         caught(http.logger, "idempotency-store", "storing the idempotent response failed")
         return response
-    if taken is not None and taken.digest == key.digest and taken.completed is not None:
-        metrics.count("IdempotentReplays", operation=key.operation)
-        return _replay(taken.completed)
+    if taken is not None and (taken.digest != key.digest or taken.completed is not None):
+        return _answer(taken, key.digest, key.operation)
     return response
 
 
