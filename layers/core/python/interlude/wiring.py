@@ -943,6 +943,13 @@ class Route(NamedTuple):
         return self.idempotency is not None
 
     @property
+    def body_limited(self) -> bool:
+        """Its body is refused past the request body limit before its handler runs (interlude.api.routes): every
+        write, one that reads no body (a retry, a claim, a deletion) too. A route whose refusals are pages (the
+        console, the approval page) refuses an oversize body as a page, in its handler."""
+        return self.mutating and not self.html_errors
+
+    @property
     def gateway_path(self) -> str:
         """The path as API Gateway declares it. A parameter spans its whole path segment there, so an OpenWOP custom
         method after one (`/runs/{runId}:fork`) is declared as the parameter's route alone (`/runs/{runId}`), which

@@ -24,8 +24,9 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
     register = http.app.route(rule, spec.method)
 
     def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
+        bounded = within_body_limit(handler) if spec.body_limited else handler
         # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
-        answer = idempotent(spec, handler) if spec.mutating else handler
+        answer = idempotent(spec, bounded) if spec.mutating else bounded
 
         @functools.wraps(handler)
         def on_face(**params: str) -> Response:
@@ -38,3 +39,14 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
         return handler
 
     return decorator
+
+
+def within_body_limit(handler: Callable[..., Response]) -> Callable[..., Response]:
+    """`handler`, its request's body refused past the limit first (wiring.Route.body_limited)."""
+
+    @functools.wraps(handler)
+    def bounded(**params: str) -> Response:
+        http.raw_body()
+        return handler(**params)
+
+    return bounded
