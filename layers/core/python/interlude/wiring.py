@@ -943,6 +943,13 @@ class Route(NamedTuple):
         return self.idempotency is not None
 
     @property
+    def keyed_by_session(self) -> bool:
+        """A console form: its credential is the console's session, which its handler reads, so the handler applies
+        Idempotency-Key once the session, its scope and its proof hold, keyed in the session's tenant (as an API
+        key's route is in the key's); never before, where a replay would answer a request with no session at all."""
+        return self.mutating and self.acts_as is not None
+
+    @property
     def body_limited(self) -> bool:
         """Its body is refused past the request body limit before its handler runs (interlude.api.routes): every
         write, one that reads no body (a retry, a claim, a deletion) too. A route whose refusals are pages (the

@@ -25,8 +25,9 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
 
     def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
         bounded = within_body_limit(handler) if spec.body_limited else handler
-        # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
-        answer = idempotent(spec, bounded) if spec.mutating else bounded
+        # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in; a console
+        # form in its handler, once its session holds (wiring.Route.keyed_by_session).
+        answer = idempotent(spec, bounded) if spec.mutating and not spec.keyed_by_session else bounded
 
         @functools.wraps(handler)
         def on_face(**params: str) -> Response:

@@ -10,6 +10,7 @@ the refusal's status, never a server error.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import time
@@ -29,6 +30,7 @@ from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
 from interlude.api.http import (
     OPENWOP_VERSION,
+    ROUTES_BY_OPERATION,
     admit,
     app,
     authorize,
@@ -38,6 +40,7 @@ from interlude.api.http import (
     scope_of,
     standing,
 )
+from interlude.api.idempotency import idempotent
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
@@ -279,6 +282,8 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
     performs (checked before anything is read or done), from this console (Origin, Sec-Fetch-Site) and carrying
     the session's proof."""
 
+    spec = ROUTES_BY_OPERATION[operation]
+
     def decorator(act: Callable[..., Response]) -> Callable[..., Response]:
         def handler(**params: str) -> Response:
             signed: Signed | None = None
@@ -288,7 +293,9 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
                 form = read_form()
                 if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
                     return cross_site_page(signed.frame, current)
-                return act(signed, form, **params)
+                # Idempotency-Key only now (wiring.Route.keyed_by_session): what it keeps is the page answered.
+                acting = functools.partial(answered_as_page, act, signed, form, current)
+                return idempotent(spec, acting, signed.principal.tenant)(**params)
             except NotSignedIn:
                 return sign_in_page(401, Notice("warn", "Please sign in", "Your session has ended; sign in again."))
             except Unauthenticated as exc:
@@ -300,6 +307,15 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
         return route(operation)(handler)
 
     return decorator
+
+
+def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[str, list[str]], current: str, **params: str) -> Response:
+    try:
+        return act(signed, form, **params)
+    except Unauthenticated as exc:
+        return session_ended(exc)
+    except DomainError as exc:
+        return refused_page(exc, signed, current)
 
 
 def cross_site_page(frame: Frame | None, current: str) -> Response:
