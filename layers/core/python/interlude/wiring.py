@@ -1018,6 +1018,8 @@ def console_route(
     )
 
 
+# The console's addresses: one under it that no route answers is refused as a console page (interlude.api.app).
+CONSOLE_PREFIX = "/console/"
 LIVE = Param("live", "query", {"type": "string", "enum": ["on", "off"]}, "whether the page reloads itself while runs go on")
 CONSOLE_ROUTES: tuple[Route, ...] = (
     console_route("GET", "/", "consoleRoot", "The service's address in a browser: to the console", CONSOLE_REDIRECT, errors=()),

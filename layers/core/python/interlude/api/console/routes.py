@@ -30,6 +30,7 @@ from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
 from interlude.api.http import (
     OPENWOP_VERSION,
+    REFUSAL_PAGES,
     ROUTES_BY_OPERATION,
     admit,
     app,
@@ -59,7 +60,7 @@ from interlude.app.snapshots import snapshot as run_snapshot
 from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
-from interlude.domain.errors import DomainError, Invalid, Unauthenticated
+from interlude.domain.errors import DomainError, Invalid, MethodNotAllowed, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.principal_requests import AssignGateRequest
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest, ForkRunRequest
@@ -228,6 +229,25 @@ def refused_page(exc: DomainError, signed: Signed | None, current: str) -> Respo
     if exc.retry_after_s is not None:
         response.headers["Retry-After"] = str(exc.retry_after_s)
     return response
+
+
+def no_such_page(exc: DomainError) -> Response:
+    """An address in the console that names no page (one mistyped, a run id pasted as tenant/id), or a form's address
+    opened: a page in words, with the frame when signed in (http.REFUSAL_PAGES)."""
+    try:
+        frame: Frame | None = signed_in().frame
+    except (NotSignedIn, DomainError):
+        frame = None
+    status = status_of(exc)
+    words = "There is no page at this address." if status == 404 else "This address is a form's, not a page to open."
+    notice = Notice("bad", REFUSAL_HEADINGS.get(status, "That did not work"), words)
+    response = html(status, notice.heading, pages.message(notice, ("/console/inbox", "Back to the inbox")), frame)
+    if isinstance(exc, MethodNotAllowed):
+        response.headers["Allow"] = ", ".join(exc.allowed)
+    return response
+
+
+REFUSAL_PAGES[wiring.CONSOLE_PREFIX] = no_such_page
 
 
 REFUSAL_HEADINGS = {
