@@ -1018,8 +1018,10 @@ def console_route(
     )
 
 
-# The console's addresses: one under it that no route answers is refused as a console page (interlude.api.app).
-CONSOLE_PREFIX = "/console/"
+# Where people browse, by the route module (Route.module) whose page refuses a path under the prefix that no route
+# answers (interlude.api.http.REFUSAL_PAGES): the console, and the approval links people open (one a mail or chat
+# tool has damaged, a slash or more appended).
+PAGE_PREFIXES = {"/console/": "console.routes", "/interrupts/": "tokens"}
 LIVE = Param("live", "query", {"type": "string", "enum": ["on", "off"]}, "whether the page reloads itself while runs go on")
 CONSOLE_ROUTES: tuple[Route, ...] = (
     console_route("GET", "/", "consoleRoot", "The service's address in a browser: to the console", CONSOLE_REDIRECT, errors=()),

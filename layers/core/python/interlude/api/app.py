@@ -42,14 +42,10 @@ def modules_for(method: str, path: str) -> set[str]:
     return {module for m, pattern, module in _ROUTE_LOADS if m == method and _matches(pattern, parts)}
 
 
-# The module that answers, as its page, a path under its prefix that no route matches (http.REFUSAL_PAGES): a person
-# who types or pastes an address in the console meets the console, not a JSON refusal.
-PAGE_PREFIXES = {wiring.CONSOLE_PREFIX: "console.routes"}
-
-
 def load_routes(method: str, path: str) -> None:
     """Import (so register) the route modules whose routes match `method` and `path`, in the table's order, once."""
-    wanted = modules_for(method, path) or {m for prefix, m in PAGE_PREFIXES.items() if path.startswith(prefix)}
+    # A path no route matches under a page's prefix: that page's module, to refuse it (wiring.PAGE_PREFIXES).
+    wanted = modules_for(method, path) or {m for prefix, m in wiring.PAGE_PREFIXES.items() if path.startswith(prefix)}
     missing = [module for module in ROUTE_MODULES if module in wanted and module not in _loaded]
     if not missing:
         return

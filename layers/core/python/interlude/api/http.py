@@ -160,8 +160,8 @@ def route_patterns() -> list[tuple[re.Pattern[str], str]]:
     return [(re.compile("^" + re.sub(r"{\w+}", parameter, r.path) + "$"), r.method) for r in wiring.ROUTES]
 
 
-# Where people browse (the console): a path under the prefix that no route answers is refused as that module's page,
-# which its module registers here as it loads (interlude.api.app loads it for such a path).
+# By route module: the page refusing a path under its prefix (wiring.PAGE_PREFIXES) that no route answers, which
+# the module registers as it loads (interlude.api.app loads it for such a path).
 REFUSAL_PAGES: dict[str, Callable[[DomainError], Response]] = {}
 
 
@@ -174,7 +174,8 @@ def _not_found(exc: Exception) -> Response:
         if allowed
         else NotFound("no such route")
     )
-    page = next((render for prefix, render in REFUSAL_PAGES.items() if path.startswith(prefix)), None)
+    module = next((m for prefix, m in wiring.PAGE_PREFIXES.items() if path.startswith(prefix)), None)
+    page = REFUSAL_PAGES.get(module) if module is not None else None
     return page(refusal) if page is not None else error_response(refusal)
 
 

@@ -247,7 +247,7 @@ def no_such_page(exc: DomainError) -> Response:
     return response
 
 
-REFUSAL_PAGES[wiring.CONSOLE_PREFIX] = no_such_page
+REFUSAL_PAGES[__name__.removeprefix("interlude.api.")] = no_such_page
 
 
 REFUSAL_HEADINGS = {
