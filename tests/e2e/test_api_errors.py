@@ -234,6 +234,25 @@ def test_an_oversize_body_is_payload_too_large(client: Api, waiting_run: str, op
     assert client.run(waiting_run)["status"] == "waiting-approval"
 
 
+# Writes that read no body (a retry, a recovery, a claim, a deletion): the body limit holds for them too, before
+# anything runs.
+BODYLESS_WRITES = [r for r in wiring.ROUTES if r.body_limited and r.request is None]
+
+
+@pytest.mark.parametrize("route", BODYLESS_WRITES, ids=lambda r: r.operation)
+def test_an_oversize_body_is_payload_too_large_on_a_write_that_reads_none(
+    client: Api, waiting_run: str, route: wiring.Route
+) -> None:
+    path = path_of(route, waiting_run).replace("{", "").replace("}", "")
+    got = client.call(route.method, path, json.dumps({"ignored": "x" * 1_000_001}))
+    if route.face == "modulex":
+        assert (got.status_code, got.headers.get("X-Interlude-Error")) == (413, "payload_too_large"), got.text[:300]
+        assert set(got.json()) == {"detail"}
+    else:
+        refused(got, 413, "payload_too_large")
+    assert client.run(waiting_run)["status"] == "waiting-approval"
+
+
 @pytest.mark.parametrize("operation", ["putWorkflow", "createRun", "resolveInterruptByRun", "createKey"])
 def test_a_required_body_may_not_be_empty(client: Api, waiting_run: str, operation: str) -> None:
     refused(client.call(ROUTES[operation].method, path_of(ROUTES[operation], waiting_run)), 400, "validation_error")

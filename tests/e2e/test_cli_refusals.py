@@ -127,3 +127,16 @@ def test_the_state_file_is_found_from_any_directory_inside_the_checkout(
         assert listed.returncode == 0, listed.stderr
         assert workflow in {w["id"] for w in json.loads(listed.stdout)["workflows"]}
     assert one_line(interlude("workflows", "list", cwd=tmp_path)).startswith("interlude: give --url and --key")
+
+
+def test_an_id_argument_stays_inside_its_path_segment(api: Api, stack_info: dict[str, str]) -> None:
+    # `?` (or `#`, `/..`) in an id the command is given must not make it name another thing: the key, the workflow,
+    # the node are each refused as written, and the thing whose id it starts with is untouched.
+    made = json.loads(cli(stack_info, "keys", "create", "--subject", "kept", "--scopes", "runs:read", "--json").stdout)
+    refused = one_line(cli(stack_info, "keys", "revoke", f"{made['keyId']}?x", check=False))
+    assert refused.startswith("interlude: 404 not_found"), refused
+    assert api.call("GET", "/runs", key=made["apiKey"]).status_code == 200
+    workflow = api.fixture("conformance-approval")
+    assert "400 validation_error" in one_line(cli(stack_info, "workflows", "show", f"{workflow}?x", check=False))
+    run_id = api.start(workflow)["runId"]
+    assert "validation_error" in one_line(cli(stack_info, "runs", "retry-action", run_id, "gate?x", check=False))

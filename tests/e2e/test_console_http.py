@@ -361,6 +361,26 @@ def test_the_services_address_leads_to_the_console(api: Api) -> None:
     assert (got.status_code, got.headers["Location"]) == (303, "/console")
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/console/nope"),
+        # A run id pasted into the address as the tables show it (tenant/id), not in its one-segment form.
+        ("GET", "/console/runs/demo/N0-such-run-xxxxxxxxxxxx"),
+        ("POST", "/console/runs/demo/N0-such-run-xxxxxxxxxxxx/fork"),
+        ("GET", "/console/sign-out"),
+    ],
+)
+def test_an_address_in_the_console_that_names_no_page_is_a_page_not_json(api: Api, admin: Console, method: str, path: str) -> None:
+    for person in (admin, Console(api)):
+        got = person.session.request(method, api.base_url + path, timeout=30, allow_redirects=False)
+        assert got.status_code in (404, 405), got.text[:300]
+        assert got.headers["Content-Type"].startswith("text/html"), got.text[:300]
+        assert "<!DOCTYPE html>" in got.text
+        assert "not_found" not in got.text
+        assert "method_not_allowed" not in got.text
+
+
 REFRESH = re.compile(r'<meta http-equiv="refresh" content="(\d+)">')
 
 

@@ -18,6 +18,7 @@ from interlude.api.errors import status_for_code
 from interlude.domain import schemas
 from interlude.local.stack import TABLE_NAME
 from interlude.store.item_index import index_pk
+from tests.support.console import Console
 from tests.support.local_stack import FIXTURES, Api, stack_client, tenant_admin_key, wire
 
 REPLAY = "OpenWOP-Idempotent-Replay"
@@ -202,7 +203,8 @@ def test_get_routes_ignore_the_header(tenant, approval):
         assert api.call("GET", f"/workflows/{approval}", **{"Idempotency-Key": key}).ok
 
 
-@pytest.mark.parametrize("route", [r for r in wiring.ROUTES if r.mutating], ids=lambda r: r.operation)
+# The console's forms check the key once their session holds (below).
+@pytest.mark.parametrize("route", [r for r in wiring.ROUTES if r.mutating and not r.keyed_by_session], ids=lambda r: r.operation)
 def test_every_mutating_route_checks_the_key_grammar(tenant, route):
     _, api = tenant
     path = re.sub(r"{(\w+)}", "x", route.path)
@@ -318,6 +320,47 @@ def test_the_same_key_under_two_tenants_does_two_different_things(tenant, stack_
     again_b = api_b.call("POST", "/runs", {"workflowId": "idem-shared"}, **{"Idempotency-Key": key})
     assert again_b.headers[REPLAY] == "true"
     assert again_b.content == second.content
+
+
+# -- the console's forms (the credential is the session: the record namespace is its tenant) -----------------
+
+SECRET = re.compile(r"il_[0-9a-f]{16}_[A-Za-z0-9_-]+")
+
+
+def test_a_console_form_is_replayed_only_to_its_session_and_keyed_in_its_tenant(tenant, stack_info):
+    _, api = tenant
+    console = Console(api).signed_in(api.api_key)
+    form = {"csrf": console.proof("/console/keys"), "subjectId": "replayed", "scope": "runs:read"}
+    key = new_key()
+    made = console.post("/console/keys", form, headers={"Idempotency-Key": key}, allow_redirects=False)
+    assert made.status_code == 201, made.text[:300]
+    assert SECRET.search(made.text)
+    again = console.post("/console/keys", form, headers={"Idempotency-Key": key}, allow_redirects=False)
+    assert (again.status_code, again.headers.get(REPLAY)) == (201, "true")
+    assert again.content == made.content
+    # The same form and key without the session: signed out, never the page that holds the new key.
+    bare = requests.post(
+        api.base_url + "/console/keys", data=form, headers={"Idempotency-Key": key, "Origin": api.base_url}, timeout=30, allow_redirects=False
+    )
+    assert bare.status_code == 401, bare.text[:300]
+    assert REPLAY not in bare.headers
+    assert not SECRET.search(bare.text)
+    # Another tenant's session with the same key makes its own key, in its own tenant.
+    name_b = f"idem-{uuid.uuid4().hex[:8]}"
+    api_b = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name_b, "idem-admin"), name_b)
+    console_b = Console(api_b).signed_in(api_b.api_key)
+    form_b = {"csrf": console_b.proof("/console/keys"), "subjectId": "replayed", "scope": "runs:read"}
+    other = console_b.post("/console/keys", form_b, headers={"Idempotency-Key": key}, allow_redirects=False)
+    assert (other.status_code, other.headers.get(REPLAY)) == (201, None), other.text[:300]
+
+
+def test_a_console_form_refuses_a_key_outside_the_grammar_as_a_page(tenant):
+    _, api = tenant
+    console = Console(api).signed_in(api.api_key)
+    form = {"csrf": console.proof("/console/keys"), "subjectId": "badkey", "scope": "runs:read"}
+    got = console.post("/console/keys", form, headers={"Idempotency-Key": "too-short"}, allow_redirects=False)
+    assert (got.status_code, got.headers["Content-Type"].split(";")[0]) == (400, "text/html")
+    assert not SECRET.search(got.text)
 
 
 # -- the signed-token surface (no API key: the record namespace is the token) ---------------------------

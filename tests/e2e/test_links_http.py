@@ -147,3 +147,13 @@ def test_the_cli_mints_a_link_for_a_principal_with_a_lifetime_in_days(api: Api) 
     wrong = run_cli("links", "mint", run_id, "review", "--for", "alice", "--ttl", "soon", *endpoint, check=False)
     assert wrong.returncode == 2
     assert "not a lifetime such as 3d" in wrong.stderr
+
+
+@pytest.mark.parametrize("damage", ["/", "/.", "/%20", "/x/y"])
+def test_a_link_a_tool_damaged_by_appending_is_a_page_to_a_browser_and_json_to_a_client(api: Api, damage: str) -> None:
+    link = mint(api, gated_run(api), {"principal": "alice"}).json()["url"]
+    browser = requests.get(link + damage, headers={"Accept": "text/html"}, timeout=30)
+    assert (browser.status_code, browser.headers["Content-Type"].split(";")[0]) == (404, "text/html"), browser.text[:200]
+    assert "This link is not valid" in browser.text
+    client = requests.get(link + damage, headers={"Accept": "application/json"}, timeout=30)
+    assert (client.status_code, client.json()["error"]) == (404, "not_found")

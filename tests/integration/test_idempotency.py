@@ -418,3 +418,36 @@ def test_concurrent_duplicate_resolves_decide_once_and_both_answer_the_decision(
     assert loser["statusCode"] == 200, loser
     assert loser["body"] == winner["body"]
     assert resolved_count(run_id) == 1
+
+
+def test_a_concurrent_resolve_with_the_same_key_and_another_body_is_a_mismatch_not_the_others_outcome(api_key, monkeypatch):
+    # Two actions, so the two requests differ in what they decide.
+    gate = {**APPROVAL["nodes"][0], "config": {"title": "Ship?", "actions": ["accept", "reject"]}}
+    assert call("PUT", "/workflows/ship-or-not", api_key, {"nodes": [gate], "edges": []})["statusCode"] == 201
+    created = call("POST", "/runs", api_key, {"workflowId": "ship-or-not"})
+    run_id = json.loads(created["body"])["runId"]
+    key = f"dup-{uuid.uuid4().hex}"
+    path = f"/runs/{wire(run_id)}/interrupts/gate"
+    # The other request runs whole after this one found the key free and before it read the run: it then finds the
+    # gate decided, a refusal it would keep under a key the other holds.
+    records = api_idem.records()
+    found = records.find
+    others: list[dict[str, Any]] = []
+
+    def find_then_the_other_runs(*args: Any, **kwargs: Any) -> Existing | None:
+        existing = found(*args, **kwargs)
+        if not others:
+            others.append({})
+            others[0] = call("POST", path, api_key, {"resumeValue": {"action": "reject"}}, key)
+        return existing
+
+    monkeypatch.setattr(records, "find", find_then_the_other_runs)
+    loser = call("POST", path, api_key, {"resumeValue": {"action": "accept"}}, key)
+    assert others[0]["statusCode"] == 200, others[0]
+    assert loser["statusCode"] == 409, loser
+    assert json.loads(loser["body"])["error"] == "idempotency_key_mismatch"
+    # As its retry answers.
+    monkeypatch.setattr(records, "find", found)
+    retried = call("POST", path, api_key, {"resumeValue": {"action": "accept"}}, key)
+    assert json.loads(retried["body"])["error"] == "idempotency_key_mismatch"
+    assert resolved_count(run_id) == 1

@@ -201,7 +201,10 @@ def test_an_unserved_stream_mode_is_400_before_content_negotiation(key, mode, ac
     assert got.json()["details"]["supported"] == ["updates", "debug", "values"]
 
 
-@pytest.mark.parametrize(("query", "header"), [("bufferMs=5001", None), ("bufferMs=x", None), ("", "-1"), ("", "abc")])
+@pytest.mark.parametrize(
+    ("query", "header"),
+    [("bufferMs=5001", None), ("bufferMs=x", None), ("", "-1"), ("", "abc"), ("resumable=maybe", None), ("resumable=1", None)],
+)
 def test_bad_buffer_ms_or_last_event_id_is_a_validation_error(key, query, header):
     run_id = openwop_run(key)
     extra = {"last_event_id": header} if header else {}

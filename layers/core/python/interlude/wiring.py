@@ -943,6 +943,20 @@ class Route(NamedTuple):
         return self.idempotency is not None
 
     @property
+    def keyed_by_session(self) -> bool:
+        """A console form: its credential is the console's session, which its handler reads, so the handler applies
+        Idempotency-Key once the session, its scope and its proof hold, keyed in the session's tenant (as an API
+        key's route is in the key's); never before, where a replay would answer a request with no session at all."""
+        return self.mutating and self.acts_as is not None
+
+    @property
+    def body_limited(self) -> bool:
+        """Its body is refused past the request body limit before its handler runs (interlude.api.routes): every
+        write, one that reads no body (a retry, a claim, a deletion) too. A route whose refusals are pages (the
+        console, the approval page) refuses an oversize body as a page, in its handler."""
+        return self.mutating and not self.html_errors
+
+    @property
     def gateway_path(self) -> str:
         """The path as API Gateway declares it. A parameter spans its whole path segment there, so an OpenWOP custom
         method after one (`/runs/{runId}:fork`) is declared as the parameter's route alone (`/runs/{runId}`), which
@@ -1004,6 +1018,10 @@ def console_route(
     )
 
 
+# Where people browse, by the route module (Route.module) whose page refuses a path under the prefix that no route
+# answers (interlude.api.http.REFUSAL_PAGES): the console, and the approval links people open (one a mail or chat
+# tool has damaged, a slash or more appended).
+PAGE_PREFIXES = {"/console/": "console.routes", "/interrupts/": "tokens"}
 LIVE = Param("live", "query", {"type": "string", "enum": ["on", "off"]}, "whether the page reloads itself while runs go on")
 CONSOLE_ROUTES: tuple[Route, ...] = (
     console_route("GET", "/", "consoleRoot", "The service's address in a browser: to the console", CONSOLE_REDIRECT, errors=()),

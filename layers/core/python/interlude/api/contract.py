@@ -26,6 +26,8 @@ ALWAYS = ("internal_error",)
 # A key's tenant may also be over its request rate (429 with Retry-After).
 KEYED = ("unauthenticated", "forbidden", "rate_limited")
 BODY = ("validation_error", "payload_too_large", "unsupported_media_type")
+# A write that reads no body still refuses one past the limit, or one that is not UTF-8 (wiring.Route.body_limited).
+BODY_LIMIT = ("validation_error", "payload_too_large")
 IDEMPOTENT = ("idempotency_key_invalid", "idempotency_key_mismatch", "idempotency_in_flight")
 # A route acting for a tenant (its key's, its console session's, its link's) refuses a suspended one.
 TENANT_BOUND = ("interlude.tenant_suspended",)
@@ -80,6 +82,8 @@ def error_codes(route: wiring.Route) -> list[str]:
         codes += TENANT_BOUND
     if route.request is not None:
         codes += BODY
+    elif route.body_limited:
+        codes += BODY_LIMIT
     if route.mutating:
         codes += IDEMPOTENT
     if "{" in route.path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -159,13 +160,23 @@ def route_patterns() -> list[tuple[re.Pattern[str], str]]:
     return [(re.compile("^" + re.sub(r"{\w+}", parameter, r.path) + "$"), r.method) for r in wiring.ROUTES]
 
 
+# By route module: the page refusing a path under its prefix (wiring.PAGE_PREFIXES) that no route answers, which
+# the module registers as it loads (interlude.api.app loads it for such a path).
+REFUSAL_PAGES: dict[str, Callable[[DomainError], Response]] = {}
+
+
 @app.not_found
 def _not_found(exc: Exception) -> Response:
     path = app.current_event.path
     allowed = sorted({method for pattern, method in route_patterns() if pattern.fullmatch(path)})
-    if allowed:
-        return error_response(MethodNotAllowed(f"{app.current_event.http_method} is not allowed here", allowed))
-    return error_response(NotFound("no such route"))
+    refusal: DomainError = (
+        MethodNotAllowed(f"{app.current_event.http_method} is not allowed here", allowed)
+        if allowed
+        else NotFound("no such route")
+    )
+    module = next((m for prefix, m in wiring.PAGE_PREFIXES.items() if path.startswith(prefix)), None)
+    page = REFUSAL_PAGES.get(module) if module is not None else None
+    return page(refusal) if page is not None else error_response(refusal)
 
 
 # -- request helpers -----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """`Idempotency-Key` on every mutating route (OpenWOP idempotency.md Layer 1, RFC 0213 §B).
 
 `routes.route()` wraps the handler of every write (a route of wiring.ROUTES declared with an `idempotency`) with
-`idempotent()`, so a route added later is covered without touching its handler. Reads are never wrapped: they
-ignore the header.
+`idempotent()`, so a route added later is covered without touching its handler; a console form's handler wraps
+its action itself, once the session holds (wiring.Route.keyed_by_session). Reads are never wrapped: they ignore
+the header.
 
 Per request carrying the header:
   1. the value must match KEY_RE, else `400 idempotency_key_invalid` (never stored);
@@ -10,7 +11,8 @@ Per request carrying the header:
      scope (so 401/403 come first and are never stored), or, for a credential-less route (the signed-token
      surfaces), the capability in the path — `tok:` + sha256 of the path parameters. A token belongs to one
      interrupt of one run of one tenant, so that namespace is narrower than the tenant's; the token is
-     verified by the handler before any effect and a refused token (401/403) is never stored;
+     verified by the handler before any effect and a refused token (401/403) is never stored; or, for a
+     console form, the session's tenant, once the session, its scope and its form proof hold;
   3. the request digest is sha256 over the operationId, the path parameters and the raw body bytes;
   4. a record found under (namespace, operationId, key) answers: a different digest ⇒
      `409 idempotency_key_mismatch` (never the cached body); the first request still running ⇒
@@ -208,19 +210,22 @@ def _run_committed_with_effect(key: IdempotencyKey, handler: Callable[..., Respo
 
 def _keep_refusal(key: IdempotencyKey, response: Response, now_ms: int) -> Response:
     """A final answer with no effect committed alongside (a refusal): kept unless the key was taken meanwhile,
-    in which case the request that took it (a concurrent duplicate whose effect won) answers."""
+    in which case the record that took it answers as it answers a retry: a concurrent duplicate's outcome, or a
+    mismatch when another request took it (never the refusal that request's effect caused here)."""
     try:
         taken = records().store_answer(AnsweredRecord(key, _to_cached(response), now_ms))
     except Exception:
         caught(http.logger, "idempotency-store", "storing the idempotent response failed")
         return response
-    if taken is not None and taken.digest == key.digest and taken.completed is not None:
-        metrics.count("IdempotentReplays", operation=key.operation)
-        return _replay(taken.completed)
+    if taken is not None and (taken.digest != key.digest or taken.completed is not None):
+        return _answer(taken, key.digest, key.operation)
     return response
 
 
-def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable[..., Response]:
+def idempotent(spec: wiring.Route, handler: Callable[..., Response], tenant: str | None = None) -> Callable[..., Response]:
+    """`handler` honouring Idempotency-Key, its records in `tenant` when the caller has already been authenticated
+    there (a console session), else in the namespace the route's credential gives (the module's docstring, 2)."""
+
     @functools.wraps(handler)
     def wrapped(**params: str) -> Response:
         key = (http.app.current_event.headers or {}).get(HEADER)
@@ -232,11 +237,11 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable
                 {"header": "Idempotency-Key"},
                 code="idempotency_key_invalid",
             )
-        tenant = http.principal_for(spec.operation).tenant if spec.scope else capability_namespace(params)
+        namespace = tenant or (http.principal_for(spec.operation).tenant if spec.scope else capability_namespace(params))
         digest = request_digest(spec.operation, params, _raw_body())
         if spec.idempotency == "with-effect":
-            return _run_committed_with_effect(IdempotencyKey(tenant, spec.operation, key, digest), handler, params)
-        got = records().claim(tenant, spec.operation, key, digest, now_ms=_now_ms(), lease_ms=_lease_ms())
+            return _run_committed_with_effect(IdempotencyKey(namespace, spec.operation, key, digest), handler, params)
+        got = records().claim(namespace, spec.operation, key, digest, now_ms=_now_ms(), lease_ms=_lease_ms())
         if not isinstance(got, Claim):
             return _answer(got, digest, spec.operation)
         return _run_claimed(got, handler, params)

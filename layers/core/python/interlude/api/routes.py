@@ -24,8 +24,10 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
     register = http.app.route(rule, spec.method)
 
     def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
-        # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
-        answer = idempotent(spec, handler) if spec.mutating else handler
+        bounded = within_body_limit(handler) if spec.body_limited else handler
+        # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in; a console
+        # form in its handler, once its session holds (wiring.Route.keyed_by_session).
+        answer = idempotent(spec, bounded) if spec.mutating and not spec.keyed_by_session else bounded
 
         @functools.wraps(handler)
         def on_face(**params: str) -> Response:
@@ -38,3 +40,14 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
         return handler
 
     return decorator
+
+
+def within_body_limit(handler: Callable[..., Response]) -> Callable[..., Response]:
+    """`handler`, its request's body refused past the limit first (wiring.Route.body_limited)."""
+
+    @functools.wraps(handler)
+    def bounded(**params: str) -> Response:
+        http.raw_body()
+        return handler(**params)
+
+    return bounded

@@ -25,8 +25,10 @@ from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 from interlude.api.errors import status_of
 from interlude.api.http import (
     OPENWOP_VERSION,
+    REFUSAL_PAGES,
     app,
     base_url,
+    error_response,
     json_response,
     parsed,
     principal_for,
@@ -170,6 +172,17 @@ def html_response(
         # Payload 2.0 carries Set-Cookie values in their own list (the local gateway writes them as headers).
         cookies=cookies,
     )
+
+
+def damaged_link(exc: DomainError) -> Response:
+    """A path under /interrupts/ that no route answers (a link a mail or chat tool damaged, a slash or more
+    appended): to a browser, the page of a link that is not whole; to a client, the refusal as JSON."""
+    if not wants_html():
+        return error_response(exc)
+    return result_page(status_of(exc), approval.Result("invalid"), None, _nonce())
+
+
+REFUSAL_PAGES[__name__.removeprefix("interlude.api.")] = damaged_link
 
 
 def _nonce() -> str:

@@ -155,7 +155,7 @@ class StepIds:
     def _workflow(self, workflow_id: str) -> dict[str, Any]:
         if workflow_id not in self._workflows:
             try:
-                answer = self.client.call("GET", f"/workflows/{urllib.parse.quote(workflow_id, safe='')}")
+                answer = self.client.call("GET", f"/workflows/{segment(workflow_id)}")
             except CliError:
                 answer = {}  # not readable with this key: named and shown as the API names it
             self._workflows[workflow_id] = answer if isinstance(answer, dict) else {}
@@ -176,7 +176,7 @@ class DisplayNames:
             return None
         if subject not in self._names:
             try:
-                entry = self.client.call("GET", f"/principals/{urllib.parse.quote(subject, safe='')}")
+                entry = self.client.call("GET", f"/principals/{segment(subject)}")
             except CliError:
                 entry = {}
             self._names[subject] = entry.get("displayName") or subject
@@ -185,7 +185,12 @@ class DisplayNames:
 
 def wire(run_id: str) -> str:
     """A run id as one path segment (a wire-form id is kept as it is)."""
-    return run_id if "/" not in run_id else to_wire(run_id)
+    return segment(run_id) if "/" not in run_id else to_wire(run_id)
+
+
+def segment(value: str) -> str:
+    """A command's argument as one path segment, whatever it holds (`?`, `#`, `/..` name nothing else)."""
+    return urllib.parse.quote(value, safe="")
 
 
 def cell(value: Any) -> str:

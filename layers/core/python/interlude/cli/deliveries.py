@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from interlude.cli.client import Client, CliError, add_endpoint_args, printed, table, wire
+from interlude.cli.client import Client, CliError, add_endpoint_args, printed, segment, table, wire
 
 DEAD_COLUMNS = ("DEAD SINCE", "DELIVERY", "RUN", "EVENT", "ATTEMPTS", "WHY")
 REASONS = {"retries_exhausted": "every attempt failed", "payload_unprojectable": "its event could not be sent"}
@@ -64,7 +64,7 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _retry_action(args: argparse.Namespace) -> int:
-    answer = Client.of(args).call("POST", f"/runs/{wire(args.run)}/actions/{args.node}/retry")
+    answer = Client.of(args).call("POST", f"/runs/{wire(args.run)}/actions/{segment(args.node)}/retry")
     return printed(args, answer, f"run {args.run} goes on from {args.node}: its call's attempt {answer['attempt']}")
 
 

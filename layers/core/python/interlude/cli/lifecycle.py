@@ -8,11 +8,20 @@ import argparse
 import json
 import re
 import time
-import urllib.parse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from interlude.cli.client import Client, CliError, DisplayNames, Refused, StepIds, add_endpoint_args, printed, wire
+from interlude.cli.client import (
+    Client,
+    CliError,
+    DisplayNames,
+    Refused,
+    StepIds,
+    add_endpoint_args,
+    printed,
+    segment,
+    wire,
+)
 from interlude.cli.files import face_of, read_json
 from interlude.cli.inbox import WAITS_FOR, summary
 from interlude.domain.outcomes import in_words
@@ -102,7 +111,7 @@ def _workflows_put(args: argparse.Namespace) -> int:
     if face_of(raw) == "modulex":
         body = raw if "workflow_schema" in raw else {"workflow_schema": raw, **({"name": raw["name"]} if isinstance(raw.get("name"), str) else {})}
         if args.id:  # a new version of that ModuleX workflow; the API names a new one itself
-            path = f"/workflows/{urllib.parse.quote(args.id, safe='')}"
+            path = f"/workflows/{segment(args.id)}"
             try:
                 known = "workflow_schema" in client.call("GET", path)
             except Refused as refused:
@@ -119,7 +128,7 @@ def _workflows_put(args: argparse.Namespace) -> int:
         if not isinstance(workflow_id, str) or not workflow_id:
             raise CliError(f"{args.file} names no workflow id: give --id ID, or an \"id\" in the file")
         body = {**raw, "id": workflow_id}  # --id names it, whatever the file's own id
-        answer = client.call("PUT", f"/workflows/{urllib.parse.quote(workflow_id, safe='')}", body)
+        answer = client.call("PUT", f"/workflows/{segment(workflow_id)}", body)
     return printed(args, answer, registered(answer))
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import re
 from typing import Any
-from urllib.parse import quote
 
 from interlude.cli.client import (
     Client,
@@ -17,6 +16,7 @@ from interlude.cli.client import (
     add_endpoint_args,
     printed,
     run_call,
+    segment,
     table,
     wire,
 )
@@ -154,7 +154,7 @@ def _runs_cancel(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> int:
     value, said = resume_value(args)
     client = Client.of(args)
-    answer = run_call(client, "POST", args.run, f"/interrupts/{quote(args.node, safe='')}", {"resumeValue": value})
+    answer = run_call(client, "POST", args.run, f"/interrupts/{segment(args.node)}", {"resumeValue": value})
     return printed(args, answer, f"{answer['runId']}  {args.node}: {said} recorded; run {status_in_words(answer['status'])}")
 
 
@@ -176,7 +176,7 @@ def _links_mint(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"principal": args.principal}
     if args.ttl is not None:
         body["lifetimeSeconds"] = args.ttl
-    answer = client.call("POST", f"/runs/{wire(args.run)}/interrupts/{quote(args.node, safe='')}/links", body)
+    answer = client.call("POST", f"/runs/{wire(args.run)}/interrupts/{segment(args.node)}/links", body)
     return printed(args, answer, f"{answer['url']}\ndecides as {answer['principal']} until {answer['expiresAt']}")
 
 
@@ -194,7 +194,7 @@ def _workflows_list(args: argparse.Namespace) -> int:
 
 
 def _workflows_show(args: argparse.Namespace) -> int:
-    answer = Client.of(args).call("GET", f"/workflows/{args.workflow}")
+    answer = Client.of(args).call("GET", f"/workflows/{segment(args.workflow)}")
     if "workflow_schema" in answer:  # a ModuleX workflow
         nodes = [(n.get("id"), n.get("type"), n.get("name")) for n in answer["workflow_schema"].get("nodes", [])]
         head = f"{answer['id']}  ModuleX  {answer['name']}  (version {answer['latest_version']}, {answer['status']})"
@@ -253,7 +253,7 @@ def keys_create_http(args: argparse.Namespace) -> int:
 
 
 def keys_revoke_http(args: argparse.Namespace) -> int:
-    revoked = Client.of(args).call("DELETE", f"/keys/{args.key_id}")
+    revoked = Client.of(args).call("DELETE", f"/keys/{segment(args.key_id)}")
     return printed(args, revoked, f"{revoked['keyId']}  {revoked['status']}  since {revoked.get('revokedAt')}")
 
 

@@ -10,6 +10,7 @@ the refusal's status, never a server error.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import time
@@ -29,6 +30,8 @@ from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
 from interlude.api.http import (
     OPENWOP_VERSION,
+    REFUSAL_PAGES,
+    ROUTES_BY_OPERATION,
     admit,
     app,
     authorize,
@@ -38,6 +41,7 @@ from interlude.api.http import (
     scope_of,
     standing,
 )
+from interlude.api.idempotency import idempotent
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
@@ -56,7 +60,7 @@ from interlude.app.snapshots import snapshot as run_snapshot
 from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
-from interlude.domain.errors import DomainError, Invalid, Unauthenticated
+from interlude.domain.errors import DomainError, Invalid, MethodNotAllowed, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.principal_requests import AssignGateRequest
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest, ForkRunRequest
@@ -227,6 +231,25 @@ def refused_page(exc: DomainError, signed: Signed | None, current: str) -> Respo
     return response
 
 
+def no_such_page(exc: DomainError) -> Response:
+    """An address in the console that names no page (one mistyped, a run id pasted as tenant/id), or a form's address
+    opened: a page in words, with the frame when signed in (http.REFUSAL_PAGES)."""
+    try:
+        frame: Frame | None = signed_in().frame
+    except (NotSignedIn, DomainError):
+        frame = None
+    status = status_of(exc)
+    words = "There is no page at this address." if status == 404 else "This address is a form's, not a page to open."
+    notice = Notice("bad", REFUSAL_HEADINGS.get(status, "That did not work"), words)
+    response = html(status, notice.heading, pages.message(notice, ("/console/inbox", "Back to the inbox")), frame)
+    if isinstance(exc, MethodNotAllowed):
+        response.headers["Allow"] = ", ".join(exc.allowed)
+    return response
+
+
+REFUSAL_PAGES[__name__.removeprefix("interlude.api.")] = no_such_page
+
+
 REFUSAL_HEADINGS = {
     400: "That was not accepted",
     403: "Not allowed",
@@ -279,6 +302,8 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
     performs (checked before anything is read or done), from this console (Origin, Sec-Fetch-Site) and carrying
     the session's proof."""
 
+    spec = ROUTES_BY_OPERATION[operation]
+
     def decorator(act: Callable[..., Response]) -> Callable[..., Response]:
         def handler(**params: str) -> Response:
             signed: Signed | None = None
@@ -288,7 +313,9 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
                 form = read_form()
                 if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
                     return cross_site_page(signed.frame, current)
-                return act(signed, form, **params)
+                # Idempotency-Key only now (wiring.Route.keyed_by_session): what it keeps is the page answered.
+                acting = functools.partial(answered_as_page, act, signed, form, current)
+                return idempotent(spec, acting, signed.principal.tenant)(**params)
             except NotSignedIn:
                 return sign_in_page(401, Notice("warn", "Please sign in", "Your session has ended; sign in again."))
             except Unauthenticated as exc:
@@ -300,6 +327,15 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
         return route(operation)(handler)
 
     return decorator
+
+
+def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[str, list[str]], current: str, **params: str) -> Response:
+    try:
+        return act(signed, form, **params)
+    except Unauthenticated as exc:
+        return session_ended(exc)
+    except DomainError as exc:
+        return refused_page(exc, signed, current)
 
 
 def cross_site_page(frame: Frame | None, current: str) -> Response:
