@@ -364,3 +364,29 @@ def test_iter_runs_reads_past_a_thousand_runs_in_order(stack_info):
                 await client.executions.list_runs(status="completed", offset=2_100, limit=10)
 
     asyncio.run(scenario())
+
+
+# -- a path under a ModuleX route that no route answers -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("POST", "/workflows/resume/demo/x", 404),  # a thread id with a raw slash
+        ("GET", "/workflow-runs/a/b", 404),
+        ("DELETE", "/workflows/resume/demo", 405),
+    ],
+)
+def test_a_path_under_a_modulex_route_that_no_route_answers_is_refused_in_its_faces_shape(
+    tenant: Api, method: str, path: str, status: int
+):
+    got = tenant.call(method, path, {"resume_value": {}})
+    assert got.status_code == status
+    assert set(got.json()) == {"detail"}
+    assert got.headers["X-Interlude-Error"] == ("not_found" if status == 404 else "interlude.method_not_allowed")
+
+
+def test_a_path_under_the_shared_workflows_prefix_is_refused_in_the_openwop_envelope(tenant: Api):
+    got = tenant.call("GET", "/workflows/some-workflow/no-such-part")
+    assert got.status_code == 404
+    assert got.json()["error"] == "not_found"

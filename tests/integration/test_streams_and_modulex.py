@@ -199,6 +199,17 @@ def test_an_unserved_stream_mode_is_400_before_content_negotiation(key, mode, ac
     assert got.status == 400
     assert got.json()["error"] == "unsupported_stream_mode"
     assert got.json()["details"]["supported"] == ["updates", "debug", "values"]
+    assert got.json()["details"]["requested"] == mode
+
+
+def test_an_unserved_stream_mode_is_repeated_in_its_refusal_only_so_far(key):
+    run_id = openwop_run(key)
+    asked = "debug," * 1000
+    got = call("GET", f"/runs/{wire(run_id)}/events?streamMode={asked}", key)
+    assert got.status == 400
+    refusal = got.json()
+    assert refusal["details"]["requested"] == asked[:40] + "…"
+    assert len(got.text) < 600
 
 
 @pytest.mark.parametrize(

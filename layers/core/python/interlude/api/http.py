@@ -160,6 +160,26 @@ def route_patterns() -> list[tuple[re.Pattern[str], str]]:
     return [(re.compile("^" + re.sub(r"{\w+}", parameter, r.path) + "$"), r.method) for r in wiring.ROUTES]
 
 
+@cache
+def _faces_by_static_prefix() -> dict[tuple[str, ...], set[str]]:
+    """Each route's path segments before its first parameter, with the faces of the routes that share them."""
+    faces: dict[tuple[str, ...], set[str]] = {}
+    for r in wiring.ROUTES:
+        segments = r.path.strip("/").split("/")
+        static = tuple(segments[: next((i for i, s in enumerate(segments) if "{" in s), len(segments))])
+        faces.setdefault(static, set()).add(r.face)
+    return faces
+
+
+def face_of_unmatched(path: str) -> Face:
+    """The face a path no route answers is refused in: the ModuleX face's where the longest run of fixed segments it
+    starts with is ModuleX's alone (`/workflows/resume/{threadId}` met as `/workflows/resume/demo/x`), else OpenWOP's."""
+    segments = tuple(path.strip("/").split("/"))
+    found = [(len(k), faces) for k, faces in _faces_by_static_prefix().items() if k and segments[: len(k)] == k]
+    faces = max(found, key=lambda f: f[0])[1] if found else set()
+    return "modulex" if faces == {"modulex"} else "openwop"
+
+
 # By route module: the page refusing a path under its prefix (wiring.PAGE_PREFIXES) that no route answers, which
 # the module registers as it loads (interlude.api.app loads it for such a path).
 REFUSAL_PAGES: dict[str, Callable[[DomainError], Response]] = {}
@@ -176,7 +196,10 @@ def _not_found(exc: Exception) -> Response:
     )
     module = next((m for prefix, m in wiring.PAGE_PREFIXES.items() if path.startswith(prefix)), None)
     page = REFUSAL_PAGES.get(module) if module is not None else None
-    return page(refusal) if page is not None else error_response(refusal)
+    if page is not None:
+        return page(refusal)
+    app.append_context(**{FACE_CONTEXT: face_of_unmatched(path)})
+    return error_response(refusal)
 
 
 # -- request helpers -----------------------------------------------------------------------------

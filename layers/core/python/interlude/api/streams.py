@@ -50,14 +50,19 @@ def in_updates(event_type: str) -> bool:
     return event_type in _REGISTERED and event_type not in DEBUG_ONLY and not event_type.startswith("lease.")
 
 
+# How much of an unserved streamMode the refusal repeats: every mix this host serves is shorter.
+SHOWN_MODE_CHARS = 40
+
+
 def parse_modes(raw: str | None) -> list[str]:
     """The requested modes, or 400 unsupported_stream_mode listing what this host serves."""
     value = "updates" if raw is None or raw == "" else raw
     modes = value.split(",")
     if not MODE_RE.fullmatch(value) or any(m not in SUPPORTED_MODES for m in modes):
+        shown = value if len(value) <= SHOWN_MODE_CHARS else value[:SHOWN_MODE_CHARS] + "…"
         raise Invalid(
-            f"streamMode {value!r} is not served; this host serves {', '.join(SUPPORTED_MODES)}",
-            {"supported": list(SUPPORTED_MODES), "requested": value},
+            f"streamMode {shown!r} is not served; this host serves {', '.join(SUPPORTED_MODES)}",
+            {"supported": list(SUPPORTED_MODES), "requested": shown},
             code="unsupported_stream_mode",
         )
     return list(dict.fromkeys(modes))
