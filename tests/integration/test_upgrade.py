@@ -435,7 +435,9 @@ def test_the_previous_release_reads_what_this_one_wrote(
     for name in ("new-lag-first", "new-lag-second"):
         assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": "accept"}})[0] == 200
         up.settle()
-    assert decided_past_the_head(up, audit_items.chain_of_member(runs["new-lag-first"])) == [runs["new-lag-second"]]
+    # (the first's too where the previous release's table left that chain with an entry waiting for its checkpoint)
+    past = decided_past_the_head(up, audit_items.chain_of_member(runs["new-lag-first"]))
+    assert past in ([runs["new-lag-second"]], [runs["new-lag-first"], runs["new-lag-second"]])
     wrote = {name: up.status(name) for name in runs}
     # Its create's event batch leaves the long text to the gate's interrupt item (format 9, ADR 0134)
     waiting_events = up.http("GET", f"/runs/{wire(runs['new-waiting'])}/events/poll")[1]["events"]
