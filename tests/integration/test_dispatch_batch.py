@@ -5,18 +5,24 @@ in order, and reports a failure for that record alone (and the records of its ru
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
+import boto3
 import pytest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+from interlude import wiring
 from interlude.app import keys as app_keys
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
+from interlude.store import attributes as a
+from interlude.store import layout
+from interlude.store.layout import run_pk
 from interlude.store.stream import stream_events
 from interlude.store.tenants import TenantRecords
 from tests.integration.conftest import clear_of_a_month_end
@@ -148,3 +154,28 @@ def test_a_warm_dispatch_mints_its_notices_links_without_reading_the_key_that_cr
     assert lambda_runtime.invoke("dispatch", outbox_event(Stream(TABLE).take())) == {"batchItemFailures": []}
     # Then their links were minted on the key as it read it, through the cache the API reads keys through (ADR 0177)
     assert sum(reads.values()) == 1
+
+
+def test_a_notices_message_says_what_its_record_is_created_with_to_expire_as_dispatch_read_the_head(
+    services, admin, monkeypatch
+):
+    # Given a run decided and ended, its two event items in one outbox batch
+    (run_id,) = gate_runs(services, admin, 1)
+    event = outbox_event(Stream(TABLE).take())
+    queue = os.environ[wiring.queue("callbacks").url_env]
+    sqs = boto3.client("sqs")
+    sqs.purge_queue(QueueUrl=queue)
+    # When the dispatch function takes it
+    assert lambda_runtime.invoke("dispatch", event) == {"batchItemFailures": []}
+    # Then each notice's message says the run's expiry, as the head read with the batch holds it (ADR 0178)
+    head = boto3.client("dynamodb").get_item(TableName=TABLE, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)
+    said = [json.loads(m["Body"]).get(layout.CREATED_EXPIRY) for m in received(sqs, queue)]
+    assert said
+    assert all(s == {"ttl": int(head["Item"]["ttl"]["N"])} for s in said), said
+
+
+def received(sqs: Any, queue: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    while got := sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", []):
+        messages += got
+    return messages

@@ -867,3 +867,36 @@ def test_an_item_left_without_an_expiry_by_a_release_before_0_3_is_given_the_run
     expires = end_of(run_id, key) + 90 * DAY_S
     assert expiry_of(world, run_id, gate) == expires
     kept_until(world, run_id, expires)
+
+
+def test_a_delivery_whose_message_says_its_expiry_is_created_with_it_and_confirmed_against_the_head(services, world):
+    key = new_api_key(services)
+    run_id = finished_run(services, world, key, "hinted")
+    expires = end_of(run_id, key) + 90 * DAY_S
+    deliveries = DeliveryStore(Table(world.table, world.entries_table))
+    head_reads: list[bool] = []
+    real = expiry._head_expiry
+
+    def reading(client: Any, table: str, run: str, consistent: bool) -> Any:
+        head_reads.append(consistent)
+        return real(client, table, run, consistent=consistent)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(expiry, "_head_expiry", reading)
+        # Given a delivery whose message says what dispatch read: the run's expiry (ADR 0178)
+        said = Notice(run_id, "said", "run.completed", created_expiry=(expires,))
+        assert deliveries.claim(said, clock.now().timestamp(), 30).outcome == "claimed"
+        # Then its record is created with it, the head read once, after the write, to confirm it
+        assert expiry_of(world, run_id, "N#said") == expires
+        assert head_reads == [True]
+        # Given one whose message said what the head no longer holds (the run ran again, or was re-stamped, since)
+        stale = Notice(run_id, "stale", "run.completed", created_expiry=(expires - DAY_S,))
+        assert deliveries.claim(stale, clock.now().timestamp(), 30).outcome == "claimed"
+        # Then its confirmation gives it the head's
+        assert expiry_of(world, run_id, "N#stale") == expires
+        # and one whose message says nothing reads the head first, as before
+        head_reads.clear()
+        unsaid = Notice(run_id, "unsaid", "run.completed")
+        assert deliveries.claim(unsaid, clock.now().timestamp(), 30).outcome == "claimed"
+        assert head_reads == [False, True]
+        assert expiry_of(world, run_id, "N#unsaid") == expires

@@ -36,7 +36,7 @@ the write reads them (rules/notice_bundles.applied), so a record written after a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from interlude import wiring
@@ -80,6 +80,9 @@ class Notice:
     bundled: tuple[tuple[str, str, int | None], ...] = ()
     # The table its record is in (store/layout.py: its message's mark, format 11; FIRST without one).
     where: str = FIRST
+    # What its record is created with to expire, as its message says (`(ttl,)`, or `()`: none); None: its message does
+    # not say, and the record's ledger reads the run's head for it (ADR 0178).
+    created_expiry: tuple[int, ...] | None = field(default=None, compare=False)
 
 
 class DeliveryStore(Ledger[Notice]):
@@ -92,6 +95,11 @@ class DeliveryStore(Ledger[Notice]):
 
     def run_of(self, ref: Notice) -> str:
         return ref.run_id
+
+    def expiring(self, ref: Notice) -> a.Item:
+        if ref.created_expiry is None:
+            return super().expiring(ref)
+        return {wiring.TTL_ATTRIBUTE: a.n(ref.created_expiry[0])} if ref.created_expiry else {}
 
     def table_of(self, ref: Notice) -> str:
         return self.store.table_named(ref.where)
@@ -181,11 +189,13 @@ def check_format(held: Mapping[str, Any]) -> None:
     formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
 
 
-def bundle_ref(run_id: str, parts: list[dict[str, Any]], where: str = FIRST) -> Notice:
+def bundle_ref(
+    run_id: str, parts: list[dict[str, Any]], where: str = FIRST, created_expiry: tuple[int, ...] | None = None
+) -> Notice:
     """The delivery of a bundle's notices (`parts`: its item's `notices`, or its message's notices), by its first;
     `where`: the table its record is in."""
     bundled = tuple((str(p["id"]), str(p["type"]), p.get("sequence")) for p in parts)
-    return Notice(run_id, bundled[0][0], bundled[0][1], bundled[0][2], bundled=bundled, where=where)
+    return Notice(run_id, bundled[0][0], bundled[0][1], bundled[0][2], bundled=bundled, where=where, created_expiry=created_expiry)
 
 
 def bundle_parts(ref: Notice, held: Mapping[str, Any]) -> list[dict[str, Any]]:

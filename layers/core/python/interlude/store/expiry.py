@@ -64,17 +64,25 @@ def created_expiry(client: Any, table: str, run_id: str) -> a.Item:
     return _wanted(_head_expiry(client, table, run_id, consistent=False) or {}, clock.now().timestamp())[0]
 
 
+def created_expiry_of(ttl: int | None, retained: int | None, search_expiry: int | None) -> a.Item:
+    """`created_expiry` from the head's parts as a reader already holds them (its `ttl`, its RETAINED, the state's
+    `searchExpiry`), without reading it: dispatch's, for the deliveries it queues (ADR 0178)."""
+    return _wanted_of(ttl, retained is not None, run_search.items_expiry(search_expiry), clock.now().timestamp())[0]
+
+
 def _wanted(head: a.Item, now_s: float) -> tuple[a.Item, bool]:
-    """The expiry an item of the run whose head holds `head` is to carry, and whether a later one does as well (a
-    run that ended soon enough for its items' provisional expiry and whose turn writes only what has none or an
-    earlier one: app/retention.py)."""
-    provisional = run_search.items_expiry(_search_expiry(head))
-    if wiring.TTL_ATTRIBUTE not in head:
+    return _wanted_of(a.integer(head, wiring.TTL_ATTRIBUTE), RETAINED in head, run_search.items_expiry(_search_expiry(head)), now_s)
+
+
+def _wanted_of(ttl: int | None, retained: bool, provisional: int | None, now_s: float) -> tuple[a.Item, bool]:
+    """The expiry an item of the run whose head holds `ttl` (and RETAINED, when `retained`) is to carry, and whether
+    a later one does as well (a run that ended soon enough for its items' provisional expiry and whose turn writes only
+    what has none or an earlier one: app/retention.py)."""
+    if ttl is None:
         kept = run_search.open_expiry(provisional, now_s)
         return ({} if kept is None else {wiring.TTL_ATTRIBUTE: a.n(kept)}), False
-    ttl = int(head[wiring.TTL_ATTRIBUTE]["N"])
     soon = provisional is not None and not run_search.items_stamped_at_end(provisional, ttl)
-    return {wiring.TTL_ATTRIBUTE: head[wiring.TTL_ATTRIBUTE]}, soon and RETAINED not in head
+    return {wiring.TTL_ATTRIBUTE: a.n(ttl)}, soon and not retained
 
 
 def _search_expiry(head: a.Item) -> int | None:

@@ -134,6 +134,24 @@ def message_table(message: Mapping[str, Any]) -> str:
     return where_of(message.get(TABLE_MARK))
 
 
+# What a delivery's record is created with to expire (`{"ttl": …}`, or `{}`: none), as the dispatch that queued its
+# message read the run's head: the worker creates the record with it instead of reading the head first (ADR 0178).
+# A message without it (queued by a replay, or by a release before 0.10.0) has the worker read the head.
+CREATED_EXPIRY = "createdExpiry"
+
+
+def message_created_expiry(message: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """What a delivery's queued message says its record is created with to expire (`(ttl,)`, or `()`: none); None
+    where it does not say, or says what this release does not read."""
+    said = message.get(CREATED_EXPIRY)
+    if not isinstance(said, dict) or set(said) - {wiring.TTL_ATTRIBUTE}:
+        return None
+    ttl = said.get(wiring.TTL_ATTRIBUTE)
+    if ttl is None:
+        return ()
+    return (ttl,) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+
+
 # -- the run partition: head, event batches, interrupts (and the deliveries, notifications and ledger of its effects)
 
 RUN_SK = "RUN"

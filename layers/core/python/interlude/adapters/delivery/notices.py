@@ -130,15 +130,19 @@ def queue_message(tenant: str, callback_url: str, notice: dict[str, Any]) -> dic
     return {"v": 1, "tenant": tenant, "callbackUrl": callback_url, "notice": notice}
 
 
-def queue_messages(tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def queue_messages(
+    tenant: str, callback_url: str, notices: list[dict[str, Any]], created_expiry: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
     """The messages that deliver one transition's notices: one for them all (format 10, ADR 0155: one delivery, its
-    notices in order) once this release writes it, else one each."""
+    notices in order) once this release writes it, else one each; `created_expiry`: what their records are created
+    with to expire, when known (store/layout.py CREATED_EXPIRY)."""
     if len(notices) > 1 and formats.NOTICE_BUNDLES_WRITTEN:
         messages = [bundle_message([queue_message(tenant, callback_url, n) for n in notices])]
     else:
         messages = [queue_message(tenant, callback_url, n) for n in notices]
+    known = {} if created_expiry is None else {layout.CREATED_EXPIRY: created_expiry}
     # Each names the table its delivery's record is written in (store/layout.py), for the worker.
-    return [marked_message(m, layout.DELIVERY_RECORDS.written) for m in messages]
+    return [marked_message({**m, **known}, layout.DELIVERY_RECORDS.written) for m in messages]
 
 
 def bundle_message(messages: list[dict[str, Any]]) -> dict[str, Any]:

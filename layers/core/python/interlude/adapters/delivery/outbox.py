@@ -63,8 +63,19 @@ def callback_notices(
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: callback notices cannot be queued")
     needs_token = any(e.get("type") == "interrupt.requested" and e.get("nodeId") in state.interrupts for e in events)
     notices = build_notices(state, events, link_minter(keys, clock, state) if needs_token else None, cfg.public_base_url)
-    send_notices(cfg.queue_url, state.tenant, state.callbackUrl, notices)
+    messages = queue_messages(state.tenant, state.callbackUrl, notices, created_expiry(records, run_id))
+    send_messages(cfg.queue_url, messages, "delivery message", state.tenant)
 
 
-def send_notices(queue_url: str, tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> None:
-    send_messages(queue_url, queue_messages(tenant, callback_url, notices), "delivery message", tenant)
+def created_expiry(records: RunRecords, run_id: str) -> dict[str, int] | None:
+    """What the deliveries' records are created with to expire, from the run's head as dispatch read it with the
+    record's batch (CREATED_EXPIRY); None where it was not read so."""
+    from interlude.app.dispatch import HeldRuns
+    from interlude.store.expiry import created_expiry_of
+
+    held = records.held_retained(run_id) if isinstance(records, HeldRuns) else None
+    if held is None:
+        return None
+
+    written = created_expiry_of(held.ttl, held.stamped, held.state.searchExpiry)
+    return {name: int(value["N"]) for name, value in written.items()}

@@ -47,7 +47,7 @@ from interlude.store.deliveries import (
     bundle_ref,
     public_attempts,
 )
-from interlude.store.layout import message_table
+from interlude.store.layout import message_created_expiry, message_table
 from interlude.store.leases import Claim
 from interlude.store.webhooks import WebhookStore
 
@@ -140,14 +140,21 @@ class Worker(LeasedWorker[Outgoing]):
         if notice.get("nodeId"):
             fields["nodeId"] = notice["nodeId"]
         label = f"notice {notice['id']}"
-        ref = Notice(notice["runId"], notice["id"], notice["type"], notice.get("sequence"), where=message_table(message))
+        ref = Notice(
+            notice["runId"],
+            notice["id"],
+            notice["type"],
+            notice.get("sequence"),
+            where=message_table(message),
+            created_expiry=message_created_expiry(message),
+        )
         return self._outgoing(ref, label, message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
 
     def _bundle(self, message: dict[str, Any]) -> Outgoing:
         """The notices of one transition (format 10): one delivery, its notices dialled in order (`attempt`)."""
         parts = tuple(self._notice(message, notice) for notice in message[BUNDLE])
         first = parts[0]
-        ref = bundle_ref(first.ref.run_id, list(message[BUNDLE]), first.ref.where)
+        ref = bundle_ref(first.ref.run_id, list(message[BUNDLE]), first.ref.where, first.ref.created_expiry)
         # Its attempt may dial every notice: its bound is theirs together.
         return replace(first, ref=ref, label=f"notices {ref.notice_id}+", lease_s=first.lease_s * len(parts), parts=parts)
 
@@ -293,3 +300,4 @@ class Worker(LeasedWorker[Outgoing]):
 
     def _to_dlq(self, record: dict[str, Any]) -> None:
         self.sqs.send_message(QueueUrl=self.settings.dlq_url, MessageBody=json.dumps(record, allow_nan=False))
+
