@@ -502,3 +502,11 @@ def test_a_workflows_declared_inputs_are_asked_and_read_back_with_the_same_form_
     with pytest.raises(forms.FormError) as refused:
         forms.value_from_form(schema, {"f0": ["lots"], "f1": ["EUR"]})
     assert set(refused.value.fields) == {"f0"}
+
+
+def test_a_form_naming_two_decisions_decides_neither():
+    payload = {"kind": "approval", "key": "k", "data": {"title": "Refund?", "actions": ["accept", "reject"]}}
+    assert forms.resume_from_form(payload, {"action": ["reject"]}) == {"action": "reject"}
+    for posted in ({"action": ["accept", "reject"]}, {"action": ["accept", "accept"]}, {"action": []}, {}):
+        with pytest.raises(forms.FormError, match="Choose one of the buttons"):
+            forms.resume_from_form(payload, posted)

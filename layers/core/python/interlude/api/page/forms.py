@@ -317,7 +317,9 @@ def _free_answer(spec: Asked, form: Mapping[str, Sequence[str]], errors: dict[st
 def _approval_resume(payload: Mapping[str, Any], form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     data = payload.get("data") or {}
     actions = data.get("actions") or []
-    action = one(form, "action")
+    # A page posts only the button pressed: a form naming two decisions says neither (the first is not taken for it).
+    chosen = form.get("action") or []
+    action = chosen[0] if len(chosen) == 1 else None
     if action not in actions or action not in ACTION_LABELS:
         raise FormError("Choose one of the buttons this request offers.")
     value: dict[str, Any] = {"action": action}
