@@ -1022,6 +1022,13 @@ def console_route(
 # answers (interlude.api.http.REFUSAL_PAGES): the console, and the approval links people open (one a mail or chat
 # tool has damaged, a slash or more appended).
 PAGE_PREFIXES = {"/console/": "console.routes", "/interrupts/": "tokens"}
+
+
+def page_module(path: str) -> str | None:
+    """The route module whose page refuses `path` when no route answers it (PAGE_PREFIXES); None: the API's refusal."""
+    return next((module for prefix, module in PAGE_PREFIXES.items() if path.startswith(prefix)), None)
+
+
 LIVE = Param("live", "query", {"type": "string", "enum": ["on", "off"]}, "whether the page reloads itself while runs go on")
 CONSOLE_ROUTES: tuple[Route, ...] = (
     console_route("GET", "/", "consoleRoot", "The service's address in a browser: to the console", CONSOLE_REDIRECT, errors=()),

@@ -45,7 +45,8 @@ def modules_for(method: str, path: str) -> set[str]:
 def load_routes(method: str, path: str) -> None:
     """Import (so register) the route modules whose routes match `method` and `path`, in the table's order, once."""
     # A path no route matches under a page's prefix: that page's module, to refuse it (wiring.PAGE_PREFIXES).
-    wanted = modules_for(method, path) or {m for prefix, m in wiring.PAGE_PREFIXES.items() if path.startswith(prefix)}
+    page = wiring.page_module(path)
+    wanted = modules_for(method, path) or ({page} if page is not None else set())
     missing = [module for module in ROUTE_MODULES if module in wanted and module not in _loaded]
     if not missing:
         return

@@ -194,7 +194,7 @@ def _not_found(exc: Exception) -> Response:
         if allowed
         else NotFound("no such route")
     )
-    module = next((m for prefix, m in wiring.PAGE_PREFIXES.items() if path.startswith(prefix)), None)
+    module = wiring.page_module(path)
     page = REFUSAL_PAGES.get(module) if module is not None else None
     if page is not None:
         return page(refusal)
