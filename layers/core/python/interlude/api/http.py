@@ -321,6 +321,15 @@ def query_int(name: str, default: int | None, lo: int, hi: int, query: dict[str,
     return int(raw)
 
 
+def query_flag(name: str) -> bool:
+    """A true/false query parameter (in any case: a client may send Python's `True`), false when left out; else a 400
+    naming it, never a value read as false."""
+    raw = ((app.current_event.query_string_parameters or {}).get(name) or "false").lower()
+    if raw not in ("true", "false"):
+        raise Invalid(f"{name} must be true or false", {"field": name})
+    return raw == "true"
+
+
 def last_event_id() -> int | None:
     """The request's Last-Event-ID (an event sequence to resume after), or None; else a 400 naming it."""
     # The SSE routes' module, imported by them: no other request loads it.

@@ -19,6 +19,7 @@ from interlude.api.http import (
     app,
     last_event_id,
     principal_for,
+    query_flag,
     query_int,
     sse_response,
     stream_bounds,
@@ -79,15 +80,6 @@ def _query(name: str) -> str | None:
     return (app.current_event.query_string_parameters or {}).get(name)
 
 
-def _query_flag(name: str) -> bool:
-    """A true/false query parameter (in any case: a client may send Python's `True`), false when left out; else a 400
-    naming it, never a value read as false."""
-    raw = (_query(name) or "false").lower()
-    if raw not in ("true", "false"):
-        raise Invalid(f"{name} must be true or false", {"field": name})
-    return raw == "true"
-
-
 @route("streamRunEvents")
 def stream_run_events(runId: str) -> Response:
     principal = principal_for("streamRunEvents")
@@ -95,7 +87,7 @@ def stream_run_events(runId: str) -> Response:
     # Mode validation comes before any content negotiation: this answer does not depend on Accept.
     modes = parse_modes(_query("streamMode"))
     buffer_ms = query_int("bufferMs", 0, 0, MAX_BUFFER_MS)
-    resumable = _query_flag("resumable")
+    resumable = query_flag("resumable")
     svc = services()
     state, _ = svc.runs.load_run(principal.tenant, run_id)
     # Last-Event-ID is read only once the caller may see the run.
