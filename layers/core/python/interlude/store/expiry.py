@@ -64,10 +64,10 @@ def created_expiry(client: Any, table: str, run_id: str) -> a.Item:
     return _wanted(_head_expiry(client, table, run_id, consistent=False) or {}, clock.now().timestamp())[0]
 
 
-def created_expiry_of(ttl: int | None, retained: int | None, search_expiry: int | None) -> a.Item:
-    """`created_expiry` from the head's parts as a reader already holds them (its `ttl`, its RETAINED, the state's
-    `searchExpiry`), without reading it: dispatch's, for the deliveries it queues (ADR 0178)."""
-    return _wanted_of(ttl, retained is not None, run_search.items_expiry(search_expiry), clock.now().timestamp())[0]
+def created_expiry_of(ttl: int | None, retained: int | None, provisional: int | None) -> a.Item:
+    """`created_expiry` from the head's parts as a reader already holds them (its `ttl`, its RETAINED, its items'
+    provisional expiry), without reading it: dispatch's, for the deliveries it queues (ADR 0178)."""
+    return _wanted_of(ttl, retained is not None, provisional, clock.now().timestamp())[0]
 
 
 def _wanted(head: a.Item, now_s: float) -> tuple[a.Item, bool]:

@@ -77,5 +77,5 @@ def created_expiry(records: RunRecords, run_id: str) -> dict[str, int] | None:
     if held is None:
         return None
 
-    written = created_expiry_of(held.ttl, held.stamped, held.state.searchExpiry)
+    written = created_expiry_of(held.ttl, held.stamped, held.provisional)
     return {name: int(value["N"]) for name, value in written.items()}
