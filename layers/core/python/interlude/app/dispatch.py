@@ -87,11 +87,16 @@ class HeldRuns:
         # Per thread: run id -> its head as read for the batch (None: the run is gone).
         self._local = threading.local()
 
+    def _per_thread(self, name: str) -> dict[str, Any]:
+        """This thread's map of what it holds under `name`, by run id (its batch's: heads, followers, expiries)."""
+        found: dict[str, Any] | None = getattr(self._local, name, None)
+        if found is None:
+            found = {}
+            setattr(self._local, name, found)
+        return found
+
     def _held(self) -> dict[str, Any]:
-        held: dict[str, Any] | None = getattr(self._local, "held", None)
-        if held is None:
-            held = self._local.held = {}
-        return held
+        return self._per_thread("held")
 
     def hold(self, run_id: str, head: tuple[RunState, int] | None) -> None:
         self._held()[run_id] = head
@@ -107,10 +112,7 @@ class HeldRuns:
         self._expiries().pop(run_id, None)
 
     def _followers(self) -> dict[str, Any]:
-        followers: dict[str, Any] | None = getattr(self._local, "followers", None)
-        if followers is None:
-            followers = self._local.followers = {}
-        return followers
+        return self._per_thread("followers")
 
     def hold_followers(self, run_id: str, followers: list[Follower] | None) -> None:
         """The run's live followers as read with its batch (None: not read, the deployment has no WebSocket API)."""
@@ -119,11 +121,8 @@ class HeldRuns:
         else:
             self._followers()[run_id] = followers
 
-    def _expiries(self) -> dict[str, tuple[int | None, int | None]]:
-        expiries: dict[str, tuple[int | None, int | None]] | None = getattr(self._local, "expiries", None)
-        if expiries is None:
-            expiries = self._local.expiries = {}
-        return expiries
+    def _expiries(self) -> dict[str, Any]:
+        return self._per_thread("expiries")
 
     def hold_expiry(self, run_id: str, expiry: tuple[int | None, int | None] | None) -> None:
         """The run head's `ttl` and `retentionStamped` as read with its batch (store/stream.py HELD_HEAD_EXPIRY)."""
