@@ -70,17 +70,10 @@ class World:
     foreign: Ids
 
 
-def gate_run(api: Api) -> str:
-    workflow_id = f"probe-{uuid.uuid4().hex[:8]}"
-    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ok?", "actions": ["accept", "reject"]}}
-    assert api.put_workflow(workflow_id, {"nodes": [gate], "edges": []}).status_code == 201
-    return api.start(workflow_id)["runId"]
-
-
 def ids_of(api: Api) -> Ids:
     webhook = api.call("POST", "/webhooks", {"url": "https://8.8.8.8/hook", "events": ["run.completed"]})
     assert webhook.status_code == 201, webhook.text
-    run_id = gate_run(api)
+    run_id = api.start(api.fixture("conformance-approval"))["runId"]  # waiting at its gate, `gate`
     token = api.call("GET", f"/runs/{wire(run_id)}/interrupts/gate").json()["token"]
     return Ids(run_id, webhook.json()["webhookId"], token)
 
