@@ -230,20 +230,18 @@ class Meter:
         from interlude.app.keys import Keys
         from interlude.app.limits import TenantLimiter
 
-        meter = self
         key_record, in_force = Keys._key_record, TenantLimiter._in_force
 
-        def counted_key(keys: Any, key_id: str) -> Any:
-            if meter.current is not None:
-                meter.current.cached["key"] += 1
-            return key_record(keys, key_id)
+        def counted(cache: str, read: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+            def reading(owner: Any, name: str) -> Any:
+                if self.current is not None:
+                    self.current.cached[cache] += 1
+                return read(owner, name)
 
-        def counted_limits(limiter: Any, tenant: str) -> Any:
-            if meter.current is not None:
-                meter.current.cached["limits"] += 1
-            return in_force(limiter, tenant)
+            return reading
 
-        Keys._key_record, TenantLimiter._in_force = counted_key, counted_limits  # type: ignore[method-assign]
+        Keys._key_record = counted("key", key_record)  # type: ignore[method-assign]
+        TenantLimiter._in_force = counted("limits", in_force)  # type: ignore[method-assign]
         try:
             yield
         finally:

@@ -249,9 +249,9 @@ def test_this_releases_cursor_is_one_the_previous_release_reads_and_the_previous
     appended.one_by_one(3, 4)
 
     first = services.audit.entries_page(tenant, 5, None)
-    # 0.8.0 continues below each chain's sequence, as this release does
+    # The previous release continues below each chain's sequence, as this release does
     assert previous.decode_before(first["cursor"]) == items.decode_before(first["cursor"])
-    # and a cursor 0.8.0 issued (the sequence to continue below, for each chain with entries left) lists the rest
+    # and a cursor it issued (the sequence to continue below, for each chain with entries left) lists the rest
     rest = services.audit.entries_page(tenant, 50, previous.encode_before(items.decode_before(first["cursor"]) or {}))
     listed = [(e["chain"], e["seq"]) for e in first["entries"] + rest["entries"]]
     assert sorted(listed) == sorted(entries(services, tenant, range(4)))

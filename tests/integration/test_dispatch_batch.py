@@ -28,6 +28,7 @@ from interlude.store.tenants import TenantRecords
 from tests.integration.conftest import clear_of_a_month_end
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
+from tests.support.queues import queued
 from tests.support.stream import Stream, outbox_event
 
 # Loopback callbacks are allowed here; nothing listens: the notices stay queued.
@@ -156,26 +157,17 @@ def test_a_warm_dispatch_mints_its_notices_links_without_reading_the_key_that_cr
     assert sum(reads.values()) == 1
 
 
-def test_a_notices_message_says_what_its_record_is_created_with_to_expire_as_dispatch_read_the_head(
-    services, admin, monkeypatch
-):
+def test_a_notices_message_says_what_its_record_is_created_with_to_expire_as_dispatch_read_the_head(services, admin):
     # Given a run decided and ended, its two event items in one outbox batch
     (run_id,) = gate_runs(services, admin, 1)
     event = outbox_event(Stream(TABLE).take())
     queue = os.environ[wiring.queue("callbacks").url_env]
-    sqs = boto3.client("sqs")
-    sqs.purge_queue(QueueUrl=queue)
+    boto3.client("sqs").purge_queue(QueueUrl=queue)
     # When the dispatch function takes it
     assert lambda_runtime.invoke("dispatch", event) == {"batchItemFailures": []}
     # Then each notice's message says the run's expiry, as the head read with the batch holds it (ADR 0178)
     head = boto3.client("dynamodb").get_item(TableName=TABLE, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)
-    said = [json.loads(m["Body"]).get(layout.CREATED_EXPIRY) for m in received(sqs, queue)]
+    said = [json.loads(m["Body"]).get(layout.CREATED_EXPIRY) for m in queued(queue)]
     assert said
     assert all(s == {"ttl": int(head["Item"]["ttl"]["N"])} for s in said), said
 
-
-def received(sqs: Any, queue: str) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    while got := sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", []):
-        messages += got
-    return messages

@@ -23,7 +23,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import limits as rules
 from interlude.store import limits as counters_module
 from interlude.store.facade import Store
-from interlude.store.limits import LimitStore
+from interlude.store.limits import LimitStore, rate_pk
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
@@ -91,7 +91,7 @@ def window_counts(client: Any, tenant: str, first: int, last: int) -> list[int]:
     counts = []
     for start in range(first, last + 1):
         window = rules.window_of(start)
-        item = client.get_item(TableName=TABLE, Key={"pk": {"S": f"T#{tenant}#RATE"}, "sk": {"S": f"S#{window.span}"}})
+        item = client.get_item(TableName=TABLE, Key={"pk": {"S": rate_pk(tenant)}, "sk": {"S": f"S#{window.span}"}})
         counts.append(int(item.get("Item", {}).get(f"n{start - window.span}", {"N": "0"})["N"]))
     return counts
 

@@ -417,9 +417,7 @@ def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migra
     # When a run ends past its items' margin (its turn writes every item), its dispatch retaining one page of them
     run_id = open_gate_run(services, world, key, "paged")
     clock.advance(clock_file, (run_search.ITEMS_MARGIN_DAYS + 1) * DAY_S)
-    decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", key, {"resumeValue": {"action": "accept"}})
-    assert decided.status == 200, decided.text
-    Stream(world.table).settle()
+    resolve(world, key, run_id)
     expires = end_of(run_id, key) + 90 * DAY_S
     queued = boto3.client("sqs").receive_message(
         QueueUrl=world.queues["migrations"], MaxNumberOfMessages=10, VisibilityTimeout=0
@@ -710,10 +708,15 @@ def open_gate_run(services: Any, world: Any, key: str, workflow: str) -> str:
     return str(started.json()["runId"])
 
 
-def decide(world: Any, key: str, run_id: str) -> None:
+def resolve(world: Any, key: str, run_id: str) -> None:
+    """The run's gate accepted, its outbox settled (dispatch's retention turn taken, the migrations queue's not)."""
     decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", key, {"resumeValue": {"action": "accept"}})
     assert decided.status == 200, decided.text
     Stream(world.table).settle()
+
+
+def decide(world: Any, key: str, run_id: str) -> None:
+    resolve(world, key, run_id)
     retention_turns(world)
 
 

@@ -18,7 +18,6 @@ class Reads:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.items = 0
         self.returned: Counter[str] = Counter()
         self.blocks = 0
 
@@ -32,8 +31,11 @@ class Reads:
             self.blocks += sum(_blocks(billed_size(item)) for item in got)
         else:
             return
-        self.items += len(got)
         self.returned[model.name] += len(got)
+
+    @property
+    def items(self) -> int:
+        return self.returned.total()
 
 
 def _blocks(size: int) -> int:
