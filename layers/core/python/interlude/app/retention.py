@@ -245,6 +245,9 @@ def ended_with_nothing_to_write(run: RetainedRun, events: list[dict[str, Any]]) 
         return False
     if not ends_run(events) or reruns_run(events) or state.nextSeq != max(e["sequence"] for e in events) + 1:
         return False
+    # Past the run's creation + retentionDays, the search entries' expiry lies 90 days, the listing entry's 60 (less
+    # LISTING_KEPT_DAYS), the items' 7: a run that ended within the items' margin leaves the first two as they are
+    # already. They are asked still, so that a change of those margins cannot make this answer wrong.
     return not (
         run_search.stamped_at_end(state, target)
         or run_search.listing_stamped_at_end(state, target)
