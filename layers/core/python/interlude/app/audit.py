@@ -293,7 +293,7 @@ class AuditTrail:
         docs/adr/0172), and its tail alone of one listed to its end; a settled chain's page only once the merge reaches
         the moment its head last moved (none of its entries is newer), and any chain's next page only where the merge
         takes its page to the end: the most the page may still take of it, so once a page at most."""
-        before = decode_before(cursor) if cursor is not None else None
+        before = decode_before(cursor, tenant) if cursor is not None else None
         if cursor is not None and before is None:
             raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
         log = self.chains

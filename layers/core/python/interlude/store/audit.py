@@ -945,12 +945,17 @@ def encode_before(before: dict[int, int]) -> str:
     return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":"), allow_nan=False).encode()).decode().rstrip("=")
 
 
-def decode_before(cursor: str) -> dict[int, int] | None:
+def decode_before(cursor: str, tenant: str) -> dict[int, int] | None:
+    """What `encode_before` wrote, or None. A cursor may also name the tenant whose listing issued it (`t`): one naming
+    another tenant is refused. This release reads that field and does not write it yet: 0.9.0 refuses a cursor with a
+    field it does not know, so a page in flight across a rollback would fail; the next release writes it."""
     try:
         plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
         return None
-    if not isinstance(plain, dict) or set(plain) != {"before"} or not isinstance(plain["before"], dict):
+    if not isinstance(plain, dict) or not {"before"} <= set(plain) <= {"before", "t"}:
+        return None
+    if not isinstance(plain["before"], dict) or plain.get("t", tenant) != tenant:
         return None
     before: dict[int, int] = {}
     for chain, seq in plain["before"].items():
