@@ -60,7 +60,7 @@ def initialized(monkeypatch):
         "session": sdk_clients.session(),
         "secrets": secret_values._client(),
     }
-    secret_values._kept()["a-ring"] = (float("inf"), "the snapshotted instance's ring")
+    secret_values._kept().keep("a-ring", "the snapshotted instance's ring", float("inf"))
     console._last_ring_refetch[0] = time.monotonic()
     yield held
     for factory in (composition.services, tokens.surface, idempotency.records, settings):
@@ -134,7 +134,7 @@ def test_a_restore_drops_the_clients_and_caches_the_snapshot_holds(registered, i
     assert tokens.surface() is not initialized["surface"]
     assert idempotency.records() is not initialized["records"]
     # The secrets read (adapters/secret_values.py), and their client
-    assert secret_values._kept() == {}
+    assert list(secret_values._kept()) == []
     assert secret_values._client() is not initialized["secrets"]
     # The console's ring re-read lease, taken on the snapshotted instance's monotonic clock
     assert console._last_ring_refetch[0] == float("-inf")

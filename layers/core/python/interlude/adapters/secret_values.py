@@ -11,9 +11,7 @@ for it, and its import a tenth more (bench/cold_import.py --instructions).
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
 from typing import Any, cast
@@ -21,6 +19,7 @@ from typing import Any, cast
 from botocore.exceptions import ClientError
 
 from interlude import sdk_clients
+from interlude.domain.expiring import ExpiringCache
 
 # The clock a kept value's age is read on (monotonic: a wall clock set back would keep a value too long).
 monotonic: Callable[[], float] = time.monotonic
@@ -28,15 +27,12 @@ monotonic: Callable[[], float] = time.monotonic
 # request naming a made-up tenant costs one read and what an instance keeps stays bounded however many are named.
 MAX_KEPT = 1000
 
-_lock = threading.Lock()
-
 
 @cache
-def _kept() -> OrderedDict[str, tuple[float, str | None]]:
-    """Secret name -> (the monotonic time it is kept until, its value; None: there is no such secret), least recently
-    read first. A cache of its own, so interlude.local's fresh instances forget it as they forget every cache; a
-    SnapStart restore through `forget`."""
-    return OrderedDict()
+def _kept() -> ExpiringCache[str, str | None]:
+    """Secret name -> its value (None: there is no such secret). A cache of its own, so interlude.local's fresh
+    instances forget it as they forget every cache; a SnapStart restore through `forget`."""
+    return ExpiringCache(MAX_KEPT, lambda: monotonic())
 
 
 @cache
@@ -58,13 +54,10 @@ def secret_value_if_set(name: str, max_age_s: float, *, client: Any = None) -> s
 
 
 def _value(name: str, max_age_s: float, force_fetch: bool, client: Any, *, missing_ok: bool) -> str | None:
-    now = monotonic()
-    with _lock:
-        kept = _kept().get(name)
-        # A kept absence answers only a reader that accepts one; any other reads again (and is told it is missing).
-        if kept is not None and not force_fetch and now < kept[0] and (missing_ok or kept[1] is not None):
-            _kept().move_to_end(name)
-            return kept[1]
+    kept = None if force_fetch else _kept().fresh(name)
+    # A kept absence answers only a reader that accepts one; any other reads again (and is told it is missing).
+    if kept is not None and (missing_ok or kept[0] is not None):
+        return kept[0]
     try:
         answer = (client or _client()).get_secret_value(SecretId=name)
     except ClientError as exc:
@@ -73,11 +66,7 @@ def _value(name: str, max_age_s: float, force_fetch: bool, client: Any, *, missi
         value = None
     else:
         value = answer["SecretString"] if "SecretString" in answer else bytes(answer["SecretBinary"]).decode("utf-8")
-    with _lock:
-        _kept()[name] = (now + max_age_s, value)
-        _kept().move_to_end(name)
-        while len(_kept()) > MAX_KEPT:
-            _kept().popitem(last=False)
+    _kept().keep(name, value, max_age_s)
     return None if value is None else str(value)
 
 

@@ -8,7 +8,6 @@ time a key found active is trusted without reading it again: the deployment's `k
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.config import DEFAULT_KEY_CACHE_SECONDS
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden, Invalid, NotFound
+from interlude.domain.expiring import ExpiringCache
 from interlude.rules import auth
 
 if TYPE_CHECKING:
@@ -41,7 +41,10 @@ class Keys:
         self.clock = clock
         # How long an active key is trusted without reading it again: the bound on revocation across instances.
         self.cache_seconds = cache_seconds
-        self._cache: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
+        # On this module's `time` at each use: the bench stands the clock still by replacing it, as tests do.
+        self._cache: ExpiringCache[str, dict[str, Any] | None] = ExpiringCache(
+            self.KEY_CACHE_SIZE, lambda: time.monotonic()
+        )
 
     def authenticate(self, authorization: str | None) -> auth.Principal:
         key_id, secret = auth.parse_bearer(authorization)
@@ -88,17 +91,11 @@ class Keys:
         return self._key_record(key_id)
 
     def _key_record(self, key_id: str) -> dict[str, Any] | None:
-        cached = self._cache.get(key_id)
-        if cached and cached[0] > time.monotonic():
-            return cached[1]
+        if (cached := self._cache.fresh(key_id)) is not None:
+            return cached[0]
         record = self.records.get_api_key(key_id)
         active = record is not None and auth.key_status(record, self.clock()) == "active"
-        ttl = self.cache_seconds if active else self.REFUSED_KEY_CACHE_SECONDS
-        self._cache[key_id] = (time.monotonic() + ttl, record)
-        self._cache.move_to_end(key_id)
-        if len(self._cache) > self.KEY_CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return record
+        return self._cache.keep(key_id, record, self.cache_seconds if active else self.REFUSED_KEY_CACHE_SECONDS)
 
     def create_key(
         self,
@@ -180,5 +177,5 @@ class Keys:
         record = self.records.revoke_api_key(tenant, key_id, at, entry)
         if record is None:
             raise NotFound("no such key")
-        self._cache.pop(key_id, None)  # this instance refuses it from now on
+        self._cache.forget(key_id)  # this instance refuses it from now on
         return auth.key_metadata(record, key_id, self.clock())

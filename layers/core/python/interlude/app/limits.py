@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.tenant_facts import settings_of, tenant_settings
 from interlude.config import settings
+from interlude.domain.expiring import ExpiringCache
 from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS, TenantSettings
 from interlude.rules import limits as rules
 
@@ -129,8 +130,11 @@ class TenantLimiter:
         self.counters = counters
         self.clock = clock
         self._defaults = defaults
-        # tenant -> (until, its limits in force, the settings they were read from)
-        self._cache: OrderedDict[str, tuple[float, rules.Limits, TenantSettings]] = OrderedDict()
+        # tenant -> (its limits in force, the settings they were read from); on this module's `time` at each use, as
+        # the key cache
+        self._cache: ExpiringCache[str, tuple[rules.Limits, TenantSettings]] = ExpiringCache(
+            LIMITS_CACHE_SIZE, lambda: time.monotonic()
+        )
         self.leases = RequestLeases()
 
     @property
@@ -140,35 +144,32 @@ class TenantLimiter:
         return self._defaults
 
     def limits(self, tenant: str) -> rules.Limits:
-        return self._in_force(tenant)[1]
+        return self._in_force(tenant)[0]
 
     def retention_days(self, tenant: str) -> int:
         """How long the tenant keeps a finished run (issue 30 item 4), read with its limits."""
-        return self._in_force(tenant)[1].retention_days
+        return self._in_force(tenant)[0].retention_days
 
     def settings(self, tenant: str) -> TenantSettings:
         """The settings the tenant's limits in force were read from: as new as they are (LIMITS_CACHE_SECONDS), for
         what may lag a change of them as long (the notifications of a gate: their delegates and reminders)."""
-        return self._in_force(tenant)[2]
+        return self._in_force(tenant)[1]
 
-    def _in_force(self, tenant: str) -> tuple[float, rules.Limits, TenantSettings]:
-        hit = self._cache.get(tenant)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit
+    def _in_force(self, tenant: str) -> tuple[rules.Limits, TenantSettings]:
+        if (hit := self._cache.fresh(tenant)) is not None:
+            return hit[0]
         return self._keep(tenant, tenant_settings(self.records, tenant))
 
     def knows(self, tenant: str) -> bool:
         """Whether the tenant's limits in force are cached now (its next admission reads no settings)."""
-        hit = self._cache.get(tenant)
-        return hit is not None and hit[0] > time.monotonic()
+        return self._cache.fresh(tenant) is not None
 
     def remember(self, tenant: str, settings: dict[str, Any] | None) -> None:
         """Take the tenant's settings as just read elsewhere (`settings`, None: none stored) as its limits in force."""
         self._keep(tenant, settings_of(settings))
 
-    def _keep(self, tenant: str, own: TenantSettings) -> tuple[float, rules.Limits, TenantSettings]:
+    def _keep(self, tenant: str, own: TenantSettings) -> tuple[rules.Limits, TenantSettings]:
         found = (
-            time.monotonic() + LIMITS_CACHE_SECONDS,
             rules.effective(own.limits, self.defaults)._replace(
                 searchable_metadata=tuple(own.searchableMetadata),
                 search_titles=bool(own.searchTitles),
@@ -176,14 +177,10 @@ class TenantLimiter:
             ),
             own,
         )
-        self._cache[tenant] = found
-        self._cache.move_to_end(tenant)
-        if len(self._cache) > LIMITS_CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return found
+        return self._cache.keep(tenant, found, LIMITS_CACHE_SECONDS)
 
     def forget(self, tenant: str) -> None:
-        self._cache.pop(tenant, None)
+        self._cache.forget(tenant)
 
     def admit(self, principal: Principal) -> rules.Admission:
         """Count one authenticated request against its tenant's rate; refused past the limit of its window."""

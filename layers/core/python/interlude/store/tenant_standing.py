@@ -12,13 +12,13 @@ either acts after all (resumed meanwhile), keeps the work for the tenant's resum
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from interlude.config import settings
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden
+from interlude.domain.expiring import ExpiringCache
 from interlude.store.table import Table
 from interlude.store.tenants import ACTIVE, SUSPENDED, TenantRecords
 
@@ -58,19 +58,16 @@ class TenantStanding:
         self.statuses = statuses
         self.clock = clock
         self.cache_seconds = cache_seconds
-        self._monotonic = monotonic
-        self._known: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._known: ExpiringCache[str, str] = ExpiringCache(CACHE_SIZE, monotonic)
 
     def status(self, tenant: str) -> str:
-        known = self._known.get(tenant)
-        if known is not None and known[0] > self._monotonic():
-            return known[1]
+        if (known := self._known.fresh(tenant)) is not None:
+            return known[0]
         return self._read(tenant, consistent=False)
 
     def knows(self, tenant: str) -> bool:
         """Whether a status of `tenant` is trusted now (its next `status` reads nothing)."""
-        known = self._known.get(tenant)
-        return known is not None and known[0] > self._monotonic()
+        return self._known.fresh(tenant) is not None
 
     def require_active(self, tenant: str) -> None:
         """Refuse (403 interlude.tenant_suspended) a request of a tenant that is suspended or being deleted."""
@@ -95,19 +92,14 @@ class TenantStanding:
         raise RuntimeError(f"the status of tenant {tenant!r} kept changing; the work is tried again later")
 
     def forget(self, tenant: str) -> None:
-        self._known.pop(tenant, None)
+        self._known.forget(tenant)
 
     def _read(self, tenant: str, consistent: bool) -> str:
         return self.remember(tenant, self.statuses.status(tenant, consistent=consistent))
 
     def remember(self, tenant: str, read: str | None) -> str:
         """Trust `read`, the registry's status of `tenant` as just read (None: no record), for cache_seconds."""
-        status = read or ACTIVE
-        self._known[tenant] = (self._monotonic() + self.cache_seconds, status)
-        self._known.move_to_end(tenant)
-        if len(self._known) > CACHE_SIZE:
-            self._known.popitem(last=False)
-        return status
+        return self._known.keep(tenant, read or ACTIVE, self.cache_seconds)
 
 
 def standing_of(table: Table, clock: Clock) -> TenantStanding:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -21,11 +20,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 from standardwebhooks import Webhook
 
+from interlude.domain.expiring import ExpiringCache
 from interlude.domain.ids import secret_name
 
 SECRET_BYTES = 32
 DEFAULT_GRACE_S = 24 * 3600
 CACHE_SECONDS = 60.0
+# Tenants whose secrets a warm worker keeps, the least recently used forgotten first.
+MAX_CACHED_TENANTS = 4096
 _DESCRIPTION = "Interlude callback signing secret of one tenant (Standard Webhooks whsec_; current + previous)"
 
 
@@ -129,16 +131,12 @@ class SecretCache:
         self.max_age_s = max_age_s
         self.kms_key_id = kms_key_id
         self.tags = dict(tags or {})
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._cache: ExpiringCache[str, dict[str, Any]] = ExpiringCache(MAX_CACHED_TENANTS, time.monotonic)
 
     def signing_secrets(self, tenant: str, now: float | None = None) -> list[str]:
         now = time.time() if now is None else now
-        with self._lock:
-            hit = self._cache.get(tenant)
-        if hit is None or hit[0] <= time.monotonic():
+        hit = self._cache.fresh(tenant)
+        if hit is None:
             value = ensure_secret(self.client, secret_name(self.prefix, tenant), self.kms_key_id, self.tags)
-            hit = (time.monotonic() + self.max_age_s, value)
-            with self._lock:
-                self._cache[tenant] = hit
-        return live_secrets(hit[1], now)
+            return live_secrets(self._cache.keep(tenant, value, self.max_age_s), now)
+        return live_secrets(hit[0], now)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +23,7 @@ from standardwebhooks import Webhook
 
 from interlude.adapters.subscription_secrets import SubscriptionSecrets
 from interlude.domain.clock import iso
+from interlude.domain.expiring import ExpiringCache
 from interlude.domain.ids import tenant_bound, tenant_of
 from interlude.rules.webhooks import delivery_body, delivery_opaque, signing_secrets
 from interlude.store import layout
@@ -126,22 +126,16 @@ class SubscriptionSecretCache:
     def __init__(self, secrets: SubscriptionSecrets, max_age_s: float = CACHE_SECONDS) -> None:
         self.secrets = secrets
         self.max_age_s = max_age_s
-        self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str | None], tuple[float, dict[str, Any] | None]] = {}
+        self._cache: ExpiringCache[tuple[str, str | None], dict[str, Any] | None] = ExpiringCache(
+            MAX_CACHED_SECRETS, time.monotonic
+        )
 
     def signing(self, subscription: dict[str, Any], now: float) -> tuple[str, list[str]]:
         """(OpenWOP-Signature's secret, Standard Webhooks' secrets) of the stored `subscription` at `now`
         (rules.webhooks.signing_secrets)."""
         key = (self.secrets.name_of(subscription), subscription.get("secretVersion"))
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is None or hit[0] <= time.monotonic():
-            hit = (time.monotonic() + self.max_age_s, self.secrets.read(*key))
-            with self._lock:
-                if len(self._cache) >= MAX_CACHED_SECRETS:
-                    self._cache.clear()
-                self._cache[key] = hit
-        value = hit[1]
+        hit = self._cache.fresh(key)
+        value = hit[0] if hit is not None else self._cache.keep(key, self.secrets.read(*key), self.max_age_s)
         if value is None:
             raise LookupError("the subscription has no secret")
         return signing_secrets(value, now)
