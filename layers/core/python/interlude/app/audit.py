@@ -361,7 +361,7 @@ class AuditTrail:
             "chains": {str(chain): tail.seq for chain, tail in tails.items()},
         }
         if following:
-            body["cursor"] = encode_before(following)
+            body["cursor"] = encode_before(following, tenant)
         return body
 
     def _side_by_side(self, read: Callable[[int], Listed], chains: list[int]) -> list[Listed]:

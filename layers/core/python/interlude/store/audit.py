@@ -939,16 +939,17 @@ def _checkpoint(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def encode_before(before: dict[int, int]) -> str:
-    """The listing's cursor: for each chain with older entries left, the sequence to continue below."""
-    plain = {"before": {str(chain): seq for chain, seq in sorted(before.items())}}
+def encode_before(before: dict[int, int], tenant: str) -> str:
+    """The listing's cursor: for each chain with older entries left, the sequence to continue below; and the tenant
+    whose listing issued it (`t`), whose listing alone reads it."""
+    plain = {"before": {str(chain): seq for chain, seq in sorted(before.items())}, "t": tenant}
     return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":"), allow_nan=False).encode()).decode().rstrip("=")
 
 
 def decode_before(cursor: str, tenant: str) -> dict[int, int] | None:
-    """What `encode_before` wrote, or None. A cursor may also name the tenant whose listing issued it (`t`): one naming
-    another tenant is refused. This release reads that field and does not write it yet: 0.9.0 refuses a cursor with a
-    field it does not know, so a page in flight across a rollback would fail; the next release writes it."""
+    """What `encode_before` wrote, or None: one naming another tenant is refused. A cursor that names none was issued by
+    0.10.0 (which reads `t` but did not write it: 0.9.0 refused a field it did not know), and is read for the tenant
+    that presents it, so a page in flight across the upgrade goes on."""
     try:
         plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
