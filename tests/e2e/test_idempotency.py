@@ -204,7 +204,7 @@ def test_get_routes_ignore_the_header(tenant, approval):
 
 
 # The console's forms check the key once their session holds (below).
-@pytest.mark.parametrize("route", [r for r in wiring.ROUTES if r.mutating and not r.keyed_by_session], ids=lambda r: r.operation)
+@pytest.mark.parametrize("route", [r for r in wiring.ROUTES if r.mutating and not r.keyed_in_handler], ids=lambda r: r.operation)
 def test_every_mutating_route_checks_the_key_grammar(tenant, route):
     _, api = tenant
     path = re.sub(r"{(\w+)}", "x", route.path)
