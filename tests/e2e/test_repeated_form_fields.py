@@ -1,5 +1,5 @@
 """A form that sends a field twice, over HTTP against the local stack: every page form (the approval page, and each
-console form wiring declares, walked with the forms test_console_scopes acts with) refuses a field it reads once
+console form wiring declares, walked with the forms tests/support/console_forms.py acts with) refuses a field it reads once
 when the field comes more than once, with its own refusal page (400, a sentence, no field name), and changes
 nothing; read by its first value, a crafted form showed one value to a check and acted on another. A field a person
 may tick several of (a key's scopes, the runs to cancel) is still read as the list it is."""
@@ -15,8 +15,8 @@ import requests
 
 from interlude import wiring
 from interlude.api.console.session import SESSION_COOKIE
-from tests.e2e.test_console_scopes import FORMS, SESSION_ROUTES, Tenant, unexpiring
 from tests.support.console import PROOF, Console
+from tests.support.console_forms import FORMS, Tenant, unexpiring
 from tests.support.local_stack import Api, wire
 
 SAID = "The form sent one of its fields more than once."
@@ -33,7 +33,14 @@ ALSO_READ: dict[str, dict[str, str]] = {
 }
 # Fields a person may tick several of: read as the list they are.
 LISTS = {"consoleCreateKey": "scope", "consoleCancelRuns": "runId"}
-CONSOLE_FORMS = [r for r in wiring.CONSOLE_ROUTES if r.method == "POST" and r.operation not in SESSION_ROUTES]
+SIGNING_IN_AND_OUT = {"consoleSignIn", "consoleSignOut"}
+CONSOLE_FORMS = [r for r in wiring.CONSOLE_ROUTES if r.method == "POST" and r.operation in FORMS]
+
+
+def test_every_page_form_is_walked() -> None:
+    # The console's forms, signing in and out (below), and the approval page's (below): a form added later is walked.
+    posted = {r.operation for r in wiring.ROUTES if r.method == "POST" and r.html_errors}
+    assert posted == {r.operation for r in CONSOLE_FORMS} | SIGNING_IN_AND_OUT | {"resolveInterruptByToken"}
 
 
 @pytest.fixture(scope="module")
