@@ -7,6 +7,7 @@ import json
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 import requests
 
 from interlude import wiring
+from interlude.api.console.session import SESSION_COOKIE, SIGN_IN_COOKIE
 from interlude.api.errors import status_for_code
 from interlude.domain import schemas
 from interlude.local.stack import TABLE_NAME
@@ -204,7 +206,7 @@ def test_get_routes_ignore_the_header(tenant, approval):
 
 
 # The console's forms check the key once their session holds (below).
-@pytest.mark.parametrize("route", [r for r in wiring.ROUTES if r.mutating and not r.keyed_by_session], ids=lambda r: r.operation)
+@pytest.mark.parametrize("route", [r for r in wiring.ROUTES if r.mutating and not r.keyed_in_handler], ids=lambda r: r.operation)
 def test_every_mutating_route_checks_the_key_grammar(tenant, route):
     _, api = tenant
     path = re.sub(r"{(\w+)}", "x", route.path)
@@ -361,6 +363,52 @@ def test_a_console_form_refuses_a_key_outside_the_grammar_as_a_page(tenant):
     got = console.post("/console/keys", form, headers={"Idempotency-Key": "too-short"}, allow_redirects=False)
     assert (got.status_code, got.headers["Content-Type"].split(";")[0]) == (400, "text/html")
     assert not SECRET.search(got.text)
+
+
+def sign_in_as(api: Api, key: str) -> Callable[..., requests.Response]:
+    """A browser-less client's sign-in with `key`: the sign-in page's proof and its pre-session cookie, posted as the
+    same bytes each time it is sent (a retry sends them again), with the headers given."""
+    console = Console(api)
+    form = {"csrf": console.proof("/console/sign-in"), "api_key": key}
+    cookie = f"{SIGN_IN_COOKIE}={console.session.cookies[SIGN_IN_COOKIE]}"
+
+    def send(**headers: str) -> requests.Response:
+        return requests.post(
+            api.base_url + "/console/sign-in", data=form, headers={"Cookie": cookie, **headers}, timeout=30, allow_redirects=False
+        )
+
+    return send
+
+
+def opens_a_session(got: requests.Response) -> bool:
+    return any(c.startswith(SESSION_COOKIE + "=") for c in got.raw.headers.getlist("Set-Cookie"))
+
+
+def test_two_tenants_or_two_keys_sign_in_with_one_idempotency_key_each_to_their_own_session(tenant, stack_info):
+    _, api = tenant
+    name_b = f"idem-{uuid.uuid4().hex[:8]}"
+    api_b = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name_b, "idem-admin"), name_b)
+    key = new_key()
+    for signing_in in (api.api_key, api_b.api_key, api.new_key(["runs:read"])):
+        got = sign_in_as(api, signing_in)(**{"Idempotency-Key": key})
+        assert (got.status_code, got.headers.get(REPLAY)) == (200, None), got.text[:300]
+        assert "Signed in" in got.text
+        assert opens_a_session(got)
+
+
+def test_the_same_sign_in_sent_again_is_answered_as_the_first_and_a_bad_key_as_a_page(tenant):
+    _, api = tenant
+    send = sign_in_as(api, api.api_key)
+    key = new_key()
+    first = send(**{"Idempotency-Key": key})
+    again = send(**{"Idempotency-Key": key})
+    assert (first.status_code, first.headers.get(REPLAY)) == (200, None), first.text[:300]
+    assert (again.status_code, again.headers.get(REPLAY)) == (200, "true"), again.text[:300]
+    assert again.content == first.content
+    bad = send(**{"Idempotency-Key": "too-short"})
+    assert (bad.status_code, bad.headers["Content-Type"].split(";")[0]) == (400, "text/html")
+    assert "Sign in" in bad.text
+    assert not opens_a_session(bad)
 
 
 # -- the signed-token surface (no API key: the record namespace is the token) ---------------------------

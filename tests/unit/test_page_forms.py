@@ -11,6 +11,8 @@ import pytest
 
 from interlude.api.console import pages
 from interlude.api.page import approval, forms, templating
+from interlude.domain.errors import Invalid
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.domain.models.workflow import Variable
 from interlude.engine.gates import CREDENTIAL_RESUME_SCHEMA, LOW_CONFIDENCE_RESUME_SCHEMA
 from interlude.rules import inputs as declared_inputs
@@ -510,3 +512,39 @@ def test_a_form_naming_two_decisions_decides_neither():
     for posted in ({"action": ["accept", "reject"]}, {"action": ["accept", "accept"]}, {"action": []}, {}):
         with pytest.raises(forms.FormError, match="Choose one of the buttons"):
             forms.resume_from_form(payload, posted)
+
+
+@pytest.mark.parametrize("name", [n for n in RICH_ANSWER if n != "f6"])
+def test_an_answer_sent_twice_is_said_beside_its_field_never_read_by_its_first_value(name):
+    # f6 is check boxes: several values under one name are its answer (test_an_answer_reads_back_as_the_schema_types_it)
+    with pytest.raises(forms.FormError) as refused:
+        forms.resume_from_form(RICH_PAYLOAD, {**RICH_ANSWER, name: [*RICH_ANSWER[name], *RICH_ANSWER[name]]})
+    assert refused.value.fields == {name: "The form sent more than one answer here; give one."}
+
+
+@pytest.mark.parametrize(
+    "posted",
+    [
+        {"action": ["accept"], "feedback": ["fine", "fine"]},
+        {"action": ["refine"], "refine_scope": ["whole", "items"], "refine_text": ["shorter"]},
+        {"action": ["refine"], "refine_scope": ["whole"], "refine_text": ["shorter", "longer"]},
+        {"action": ["ask"], "feedback": ["why?", ""]},
+    ],
+)
+def test_an_approvals_own_field_sent_twice_refuses_the_form(posted):
+    with pytest.raises(Invalid, match="the form sent one of its fields more than once"):
+        forms.resume_from_form(PAYLOADS["approval"], posted)
+    once = {name: values[:1] for name, values in posted.items()}
+    assert forms.resume_from_form(PAYLOADS["approval"], once)["action"] == posted["action"][0]
+
+
+def test_an_example_pressed_twice_fills_nothing_in():
+    payload = {
+        "kind": "custom",
+        "key": "k",
+        "data": {"customKind": MODULEX_INTERRUPT_KIND, "payload": {"examples": ["yes", "no"]}},
+        "resumeSchema": {"type": "string"},
+    }
+    assert forms.example_answer(payload, {"example": ["1"]}).example == "no"
+    with pytest.raises(Invalid):
+        forms.example_answer(payload, {"example": ["1", "0"]})

@@ -943,11 +943,12 @@ class Route(NamedTuple):
         return self.idempotency is not None
 
     @property
-    def keyed_by_session(self) -> bool:
-        """A console form: its credential is the console's session, which its handler reads, so the handler applies
-        Idempotency-Key once the session, its scope and its proof hold, keyed in the session's tenant (as an API
-        key's route is in the key's); never before, where a replay would answer a request with no session at all."""
-        return self.mutating and self.acts_as is not None
+    def keyed_in_handler(self) -> bool:
+        """A console form: its credential is what its handler reads (the session; at sign-in, the key the form
+        carries), so the handler applies Idempotency-Key once that credential, its scope and the form's proof hold,
+        keyed where the credential is (the session's tenant, as an API key's route is in the key's; a sign-in, in the
+        signing-in key's own namespace); never before, where a replay would answer a request with no credential."""
+        return self.mutating and self.module == "console.routes"
 
     @property
     def body_limited(self) -> bool:

@@ -2,7 +2,7 @@
 
 `routes.route()` wraps the handler of every write (a route of wiring.ROUTES declared with an `idempotency`) with
 `idempotent()`, so a route added later is covered without touching its handler; a console form's handler wraps
-its action itself, once the session holds (wiring.Route.keyed_by_session). Reads are never wrapped: they ignore
+its action itself, once its credential holds (wiring.Route.keyed_in_handler). Reads are never wrapped: they ignore
 the header.
 
 Per request carrying the header:
@@ -12,7 +12,8 @@ Per request carrying the header:
      surfaces), the capability in the path — `tok:` + sha256 of the path parameters. A token belongs to one
      interrupt of one run of one tenant, so that namespace is narrower than the tenant's; the token is
      verified by the handler before any effect and a refused token (401/403) is never stored; or, for a
-     console form, the session's tenant, once the session, its scope and its form proof hold;
+     console form, the session's tenant, once the session, its scope and its form proof hold; or, for the
+     console's sign-in, the namespace of the key it signs in with (`key_namespace`), once that key holds;
   3. the request digest is sha256 over the operationId, the path parameters and the raw body bytes;
   4. a record found under (namespace, operationId, key) answers: a different digest ⇒
      `409 idempotency_key_mismatch` (never the cached body); the first request still running ⇒
@@ -55,6 +56,7 @@ from interlude.app.caught import caught
 from interlude.app.idempotency import KeyedWrite
 from interlude.composition import services
 from interlude.domain.errors import Conflict, DomainError, Invalid
+from interlude.rules.auth import Principal
 from interlude.store.idempotency import (
     AnsweredRecord,
     CachedResponse,
@@ -90,6 +92,12 @@ def request_digest(operation: str, params: dict[str, str], raw_body: bytes) -> s
 def capability_namespace(params: dict[str, str]) -> str:
     # ':' never occurs in a tenant id (ids.TENANT_RE), so this cannot collide with a real tenant.
     return "tok:" + hashlib.sha256(json.dumps(sorted(params.items()), allow_nan=False).encode()).hexdigest()
+
+
+def key_namespace(principal: Principal) -> str:
+    # Under the key's tenant (its records go with the tenant), yet the key's own: a console sign-in's answer opens a
+    # session of that one key, so no other key's request, in any tenant, may find it. `#` is in no key id or tenant.
+    return f"{principal.tenant}#K#{principal.key_id}"
 
 
 @cache

@@ -26,8 +26,8 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
     def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
         bounded = within_body_limit(handler) if spec.body_limited else handler
         # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in; a console
-        # form in its handler, once its session holds (wiring.Route.keyed_by_session).
-        answer = idempotent(spec, bounded) if spec.mutating and not spec.keyed_by_session else bounded
+        # form in its handler, once its credential holds (wiring.Route.keyed_in_handler).
+        answer = idempotent(spec, bounded) if spec.mutating and not spec.keyed_in_handler else bounded
 
         @functools.wraps(handler)
         def on_face(**params: str) -> Response:

@@ -17,7 +17,7 @@ import secrets
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
@@ -37,7 +37,7 @@ from interlude.api.http import (
     standing,
 )
 from interlude.api.idempotency import keyed
-from interlude.api.page import approval, csrf, forms
+from interlude.api.page import approval, csrf, forms, posted
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import names_of
@@ -49,7 +49,7 @@ from interlude.app.tenant_facts import tenant_settings
 from interlude.app.tokens import Target, TokenSurface
 from interlude.composition import services
 from interlude.config import settings
-from interlude.domain.errors import DomainError, Invalid
+from interlude.domain.errors import DomainError
 from interlude.domain.ids import check_author_id, from_wire, tenant_of
 from interlude.domain.models.answers.decisions import Resolution
 from interlude.domain.models.answers.tokens import MintedLink, MintedToken
@@ -73,6 +73,7 @@ PAGE_KINDS = {
     "not_found": "not-found",
     "forbidden": "forbidden",
     "interlude.vote_already_cast": "vote-cast",
+    "validation_error": "not-accepted",
 }
 
 
@@ -232,7 +233,7 @@ def page_post(token: str) -> Response:
     claims: TokenClaims | None = None
     try:
         claims = surface().verify(token)
-        form = read_form()
+        form = posted.read_form(raw_body(), forms.MAX_FORM_FIELDS)
         if not form_is_same_site(token, form):
             return result_page(403, approval.Result("cross-site"), None, style)
         target = surface().target(claims)
@@ -259,20 +260,12 @@ def page_post(token: str) -> Response:
     return decided_page(target, resume_value, style)
 
 
-def read_form() -> dict[str, list[str]]:
-    raw = raw_body()
-    try:
-        return parse_qs(raw, keep_blank_values=True, max_num_fields=forms.MAX_FORM_FIELDS)
-    except ValueError:
-        raise Invalid("the form has too many fields") from None
-
-
 def form_is_same_site(token: str, form: dict[str, list[str]]) -> bool:
     event = app.current_event
     if csrf.cross_site(event.headers.get("origin"), event.headers.get("sec-fetch-site"), base_url()):
         return False
     key = csrf.derive_key(surface().kid_secret(token))
-    return csrf.check(key, token, forms.one(form, csrf.FIELD), request_cookies().get(csrf.cookie_name(token)))
+    return csrf.check(key, token, posted.one(form, csrf.FIELD), request_cookies().get(csrf.cookie_name(token)))
 
 
 def request_cookies() -> dict[str, str]:
@@ -326,7 +319,7 @@ def refusal_words(exc: DomainError) -> str:
 
 def error_page(exc: DomainError, claims: TokenClaims | None, style: str) -> Response:
     kind = PAGE_KINDS.get(exc.code, "error")
-    detail = refusal_words(exc) if kind in ("forbidden", "error") else None
+    detail = refusal_words(exc) if kind in ("forbidden", "not-accepted", "error") else None
     view = None
     extra: dict[str, Any] = {}
     if claims is not None and kind in ("already", "vote-cast", "forbidden", "expired"):

@@ -47,6 +47,7 @@ TYPE_WORDS = {
 }
 EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 PRIMITIVE_TYPES = ("string", "number", "integer")
+REPEATED_ANSWER = "The form sent more than one answer here; give one."
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 
 
@@ -194,6 +195,10 @@ def read(
         if len(chosen) < len(picked):
             errors[ask.name] = "Choose among the listed options."
         return chosen if chosen or ask.required else MISSING
+    if len(posted.get(ask.name) or ()) > 1:
+        # A crafted form, never a page's: its first value is not taken for the answer (api/page/posted.py).
+        errors[ask.name] = REPEATED_ANSWER
+        return MISSING
     raw = first_posted(posted, ask.name)
     if not raw.strip():
         if ask.blank is not MISSING:

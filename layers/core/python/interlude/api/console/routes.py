@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
@@ -41,11 +41,12 @@ from interlude.api.http import (
     scope_of,
     standing,
 )
-from interlude.api.idempotency import idempotent
+from interlude.api.idempotency import idempotent, key_namespace
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
+from interlude.api.page.posted import one, read_form
 from interlude.api.page.text import spelled
 from interlude.api.replay import replay
 from interlude.api.routes import route
@@ -310,12 +311,7 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
             try:
                 signed = signed_in()
                 authorize(signed.principal, operation)
-                form = read_form()
-                if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
-                    return cross_site_page(signed.frame, current)
-                # Idempotency-Key only now (wiring.Route.keyed_by_session): what it keeps is the page answered.
-                acting = functools.partial(answered_as_page, act, signed, form, current)
-                return idempotent(spec, acting, signed.principal.tenant)(**params)
+                return proven_and_keyed(spec, act, signed, current, **params)
             except NotSignedIn:
                 return sign_in_page(401, Notice("warn", "Please sign in", "Your session has ended; sign in again."))
             except Unauthenticated as exc:
@@ -327,6 +323,16 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
         return route(operation)(handler)
 
     return decorator
+
+
+def proven_and_keyed(spec: wiring.Route, act: Callable[..., Response], signed: Signed, current: str, **params: str) -> Response:
+    """`act` on the posted form once it comes from this console with the session's proof, honouring Idempotency-Key
+    in the session's tenant only now (wiring.Route.keyed_in_handler): what it keeps is the page answered."""
+    form = read_form(raw_body(), MAX_FORM_FIELDS)
+    if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, one(form, "csrf")):
+        return cross_site_page(signed.frame, current)
+    acting = functools.partial(answered_as_page, act, signed, form, current)
+    return idempotent(spec, acting, signed.principal.tenant)(**params)
 
 
 def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[str, list[str]], current: str, **params: str) -> Response:
@@ -345,18 +351,6 @@ def cross_site_page(frame: Frame | None, current: str) -> Response:
         "The form did not come from this console's own page, so nothing was changed. Reload the page and try again.",
     )
     return html(403, notice.heading, pages.message(notice, ("/console/inbox", "Back to the inbox")), frame, current)
-
-
-def read_form() -> dict[str, list[str]]:
-    try:
-        return parse_qs(raw_body(), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
-    except ValueError:
-        raise Invalid("the form has too many fields") from None
-
-
-def first(form: Mapping[str, list[str]], name: str) -> str | None:
-    values = form.get(name)
-    return values[0] if values else None
 
 
 def same_site() -> bool:
@@ -398,19 +392,34 @@ def sign_in_words(message: str) -> str:
 @route("consoleSignIn")
 def console_sign_in() -> Response:
     try:
-        form = read_form()
+        form = read_form(raw_body(), MAX_FORM_FIELDS)
+        proof, pasted = one(form, "csrf"), (one(form, "api_key") or "").strip()
     except DomainError as exc:
-        return sign_in_page(status_of(exc), Notice("bad", "That was not accepted", exc.message))
+        return not_signed_in(exc)
     pre = request_cookies().get(sessions.SIGN_IN_COOKIE)
-    if not same_site() or not sessions.sign_in_proof_ok(ring_with(None).keys, pre, first(form, "csrf")):
+    if not same_site() or not sessions.sign_in_proof_ok(ring_with(None).keys, pre, proof):
         return sign_in_page(403, Notice("bad", "Not sent from this console", "Reload this page and sign in again."))
     try:
-        principal = services().keys.authenticate(f"Bearer {(first(form, 'api_key') or '').strip()}")
+        principal = services().keys.authenticate(f"Bearer {pasted}")
         standing().require_active(principal.tenant)
     except Unauthenticated as exc:
         return sign_in_page(401, Notice("bad", "That key was not accepted", sign_in_words(exc.message)))
     except DomainError as exc:
         return sign_in_page(status_of(exc), Notice("bad", "Not allowed", sign_in_words(exc.message)))
+    # Idempotency-Key only now, in the namespace of the key that signs in (wiring.Route.keyed_in_handler): another
+    # tenant's sign-in, or another key's, never meets its record; the same sign-in sent again is answered as before.
+    keyed = idempotent(ROUTES_BY_OPERATION["consoleSignIn"], functools.partial(session_opened, principal), key_namespace(principal))
+    try:
+        return keyed()
+    except DomainError as exc:
+        return not_signed_in(exc)
+
+
+def not_signed_in(exc: DomainError) -> Response:
+    return sign_in_page(status_of(exc), Notice("bad", "That was not accepted", forms.in_plain_words(exc.message)))
+
+
+def session_opened(principal: Principal) -> Response:
     held = ring()
     started = sessions.new_session(principal.key_id, principal.tenant, principal.subject, principal.scopes, now_s())
     services().keys.open_console_session(principal, started.nonce, started.expires_at)
@@ -430,21 +439,28 @@ def console_sign_in() -> Response:
 
 @route("consoleSignOut")
 def console_sign_out() -> Response:
-    signed_out = Notice("ok", "Signed out", "This browser holds no session any more.")
     try:
         signed = signed_in()
     except DomainError as exc:
         if exc.code == SUSPENDED_CODE:
             # Refused like every request of a suspended tenant: the session stays as it is.
             return refused_page(exc, None, "")
-        return sign_in_page(200, signed_out, [ended_cookie()])
+        return signed_out_page()
     except NotSignedIn:
-        return sign_in_page(200, signed_out, [ended_cookie()])
-    form = read_form()
-    if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
-        return cross_site_page(signed.frame, "")
+        return signed_out_page()
+    try:
+        return proven_and_keyed(ROUTES_BY_OPERATION["consoleSignOut"], end_session, signed, "")
+    except DomainError as exc:
+        return refused_page(exc, signed, "")
+
+
+def end_session(signed: Signed, form: dict[str, list[str]]) -> Response:
     services().keys.end_console_session(signed.session.tenant, signed.session.nonce)
-    return sign_in_page(200, signed_out, [ended_cookie()])
+    return signed_out_page()
+
+
+def signed_out_page() -> Response:
+    return sign_in_page(200, Notice("ok", "Signed out", "This browser holds no session any more."), [ended_cookie()])
 
 
 # -- inbox and decisions -----------------------------------------------------------------------------
@@ -535,7 +551,7 @@ def console_inbox(signed: Signed) -> Response:
 def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
-    back = first(form, "back")
+    back = one(form, "back")
     state, _ = services().runs.load_run(signed.principal.tenant, run_id)
     interrupt = services().decisions.open_interrupt(state, node_id)
     step = names_of(services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId).step(node_id)
@@ -569,8 +585,8 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
 def claim_post(signed: Signed, form: dict[str, list[str]], run_id: str, node_id: str, move: Move) -> Response:
     """Claim, release or assign the gate as the matching API route does (services().claims), then the page it came
     from (the inbox, or the run), with what came of it."""
-    back = first(form, "back")
-    named = (first(form, "assignee") or "").strip() or None
+    back = one(form, "back")
+    named = (one(form, "assignee") or "").strip() or None
     try:
         got = services().claims.move(signed.principal, run_id, check_author_id(unquote(node_id), "nodeId"), move, named, surface="console")
     except DomainError as exc:
@@ -596,7 +612,7 @@ def console_release(signed: Signed, form: dict[str, list[str]], runId: str, node
 
 @form_post("consoleAssign", "inbox")
 def console_assign(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
-    named = (first(form, "assignee") or "").strip()
+    named = (one(form, "assignee") or "").strip()
     if named:
         parse(AssignGateRequest, {"assignee": named}, "assignee")
     return claim_post(signed, form, from_wire(runId), nodeId, "assign")
@@ -696,8 +712,8 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
     ids = list(dict.fromkeys(v.strip() for v in form.get("runId", []) if v.strip()))
     if not ids:
         raise Invalid("select at least one run to cancel", {"field": "runId"})
-    reason = (first(form, "reason") or "").strip()[:500]
-    if first(form, "confirm") != "yes":
+    reason = (one(form, "reason") or "").strip()[:500]
+    if one(form, "confirm") != "yes":
         if len(ids) > MAX_BULK_CANCEL:
             raise Invalid(
                 f"select at most {MAX_BULK_CANCEL} runs to cancel at once",
@@ -845,8 +861,8 @@ def step_inputs(
 @form_post("consoleForkRun", "runs")
 def console_fork_run(signed: Signed, form: dict[str, list[str]], runId: str) -> Response:  # noqa: N803
     """A fork of the run (replay, or a branch at an event), as POST /runs/{runId}:fork makes it."""
-    raw_from = (first(form, "fromSeq") or "").strip()
-    mode = first(form, "mode") or "replay"
+    raw_from = (one(form, "fromSeq") or "").strip()
+    mode = one(form, "mode") or "replay"
     fields: dict[str, Any] = {"mode": mode}
     if mode == "branch" or raw_from:
         fields["fromSeq"] = int(raw_from) if raw_from.isdigit() else raw_from or None
@@ -971,8 +987,8 @@ def console_start_run(signed: Signed, form: dict[str, list[str]], workflowId: st
     version = int(services().workflows.get_workflow(signed.principal, workflow_id)["version"])
     definition = services().definitions.workflow(signed.principal.tenant, workflow_id, version)
     schema = declared_inputs.schema_of(definition.variables)
-    tags = [t.strip() for t in (first(form, pages.TAGS_FIELD) or "").splitlines() if t.strip()]
     try:
+        tags = [t.strip() for t in (one(form, pages.TAGS_FIELD) or "").splitlines() if t.strip()]
         inputs = forms.value_from_form(schema, form) if definition.variables else {}
         request = parse(CreateRunRequest, {"workflowId": workflow_id, "inputs": inputs, "tags": tags}, "run")
         state = services().lifecycle.create_run(signed.principal, request, written_numbers=typed_spellings(form))
@@ -1019,7 +1035,7 @@ def console_keys(signed: Signed) -> Response:
 def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
     request = parse(
         CreateKeyRequest,
-        {"subjectId": (first(form, "subjectId") or "").strip(), "scopes": form.get("scope", [])},
+        {"subjectId": (one(form, "subjectId") or "").strip(), "scopes": form.get("scope", [])},
         "new key",
     )
     created = services().keys.create_key(signed.principal, request, surface="console")
@@ -1093,7 +1109,7 @@ def console_dead_letters(signed: Signed) -> Response:
 
 @form_post("consoleRetryDelivery", "dead-letters")
 def console_retry_delivery(signed: Signed, form: dict[str, list[str]]) -> Response:
-    webhook_id, delivery_id = first(form, "webhookId") or "", first(form, "deliveryId") or ""
+    webhook_id, delivery_id = one(form, "webhookId") or "", one(form, "deliveryId") or ""
     if not webhook_id or not delivery_id:
         raise Invalid("name the dead letter to send again", {"field": "deliveryId"})
     try:

@@ -72,7 +72,8 @@ class View:
 class Result:
     """What happened to a decision (or a link), in plain words."""
 
-    kind: str  # decided | recorded | already | expired | invalid | not-found | forbidden | cross-site | vote-cast | ...
+    kind: str  # decided | recorded | already | expired | invalid | not-found | forbidden | not-accepted | cross-site |
+    # vote-cast | ...
     action: str | None = None
     run_status: str | None = None
     detail: str | None = None
@@ -282,6 +283,9 @@ def outcome_words(result: Result) -> tuple[str, str, str]:
         return _already_words(result, run)
     if kind == "forbidden":
         return "bad", "You cannot decide this request", result.detail or "This link does not allow a decision."
+    if kind == "not-accepted":
+        # A form the page did not send as drawn (one that repeats a field, or holds too many).
+        return "bad", "That was not accepted", f"{result.detail} Nothing was changed; open the link again and decide there."
     return "bad", "Something went wrong", result.detail or "Nothing was changed. Try again in a moment."
 
 

@@ -30,6 +30,7 @@ from interlude.api.page.fields import (
     read,
     read_object,
 )
+from interlude.api.page.posted import one
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.rules.answer_schema import (
     MAX_CONTROLS,
@@ -255,11 +256,6 @@ def _posted_answer(asks: Sequence[Ask], whole: bool, value: Any) -> dict[str, li
 
 
 # -- from a submitted form to a resume value ---------------------------------------------------------------
-
-
-def one(form: Mapping[str, Sequence[str]], name: str) -> str | None:
-    values = form.get(name)
-    return values[0] if values else None
 
 
 NEEDS_ANOTHER_LOOK = "Some answers need another look; each says why beside it."
