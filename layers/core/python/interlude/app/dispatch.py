@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from interlude.domain.ids import tenant_of
+from interlude.store.inbox import closed_raised_at
 from interlude.store.stream import (
     HELD_FOLLOWERS,
     HELD_HEAD_EXPIRY,
@@ -110,6 +111,7 @@ class HeldRuns:
         self._held().pop(run_id, None)
         self._followers().pop(run_id, None)
         self._expiries().pop(run_id, None)
+        self._raised().pop(run_id, None)
 
     def _followers(self) -> dict[str, Any]:
         return self._per_thread("followers")
@@ -130,6 +132,14 @@ class HeldRuns:
             self._expiries().pop(run_id, None)
         else:
             self._expiries()[run_id] = expiry
+
+    def _raised(self) -> dict[str, Any]:
+        return self._per_thread("raised")
+
+    def hold_raised(self, run_id: str, raised: dict[str, str]) -> None:
+        """When the interrupts the record's transition closed were raised, by interrupt id (store/inbox.py
+        closed_raised_at: from the inbox keys the record names)."""
+        self._raised()[run_id] = raised
 
     def held_retained(self, run_id: str) -> RetainedRun | None:
         """The run's head as read with this thread's batch, with its expiry; None when it was not read with it, or this
@@ -189,8 +199,9 @@ class HeldRuns:
     def raised_any(self, run_id: str, keys: list[str]) -> bool:
         return self.store.raised_any(run_id, keys)
 
-    def raised_at(self, run_id: str, key: str) -> str | None:
-        return self.store.raised_at(run_id, key)
+    def raised_at(self, run_id: str, key: str, interrupt_id: str | None = None) -> str | None:
+        held: str | None = self._raised().get(run_id, {}).get(interrupt_id)
+        return held if held is not None else self.store.raised_at(run_id, key)
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
         return self.store.closed_interrupt(run_id, key)
@@ -328,12 +339,14 @@ def handle_record(
     if found is None:
         return
     run_id, events = found
+    closed = closed_inbox_entries(record)
     if isinstance(records, HeldRuns):
         records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
         records.hold_expiry(run_id, record.get(HELD_HEAD_EXPIRY))
+        records.hold_raised(run_id, closed_raised_at(closed))
     # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.
-    inbox.delete_inbox_entries(closed_inbox_entries(record))
+    inbox.delete_inbox_entries(closed)
     for handler in outbox:
         handler(run_id, events)
     got = records.get_run(run_id)

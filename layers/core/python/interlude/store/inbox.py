@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude import wiring
 from interlude.domain.clock import epoch_of, iso
+from interlude.domain.ids import tenant_of
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import gate_closes, gate_payloads, layout, sharded
@@ -214,6 +215,17 @@ def closed_entry_keys(image: a.Item) -> list[tuple[str, a.Item]]:
     if CLOSED_ENTRIES not in image:
         return []
     return [(layout.where_of(mark[0] if mark else None), a.key(pk, sk)) for pk, sk, *mark in a.unpacked(image[CLOSED_ENTRIES])]
+
+
+def closed_raised_at(keys: Iterable[tuple[str, a.Item]]) -> dict[str, str]:
+    """When each interrupt whose index keys are among `keys` (`closed_entry_keys`') was raised, by interrupt id: the time
+    its entries sort by, in any of them but its DUE one (sorted by the deadline). Every gate has a `WF#` entry."""
+    raised: dict[str, str] = {}
+    for _, key in keys:
+        at, _, interrupt_id = key[wiring.SORT_KEY]["S"].partition("#")
+        if key[wiring.PARTITION_KEY]["S"] != sharded.entry_pk(tenant_of(interrupt_id), INDEX, DUE_FAMILY, interrupt_id):
+            raised[interrupt_id] = at
+    return raised
 
 
 class EntryFilter(NamedTuple):

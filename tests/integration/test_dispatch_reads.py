@@ -1,0 +1,111 @@
+"""The reads the outbox consumer makes for a record (issue 31): the real dispatch handler, on moto, makes none for what the
+record or its batch already holds, and hands on the same metric, notices and run as when it read them."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from datetime import datetime
+from typing import Any
+
+import pytest
+from botocore.client import BaseClient
+
+from interlude.composition import Services
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
+from interlude.store.layout import interrupt_sk, run_pk
+from interlude.store.stream import is_event_insert, record_run_id, stream_events
+from tests.support.emf import as_function
+from tests.support.local_stack import FIXTURES
+from tests.support.moto_world import TABLE
+from tests.support.stream import Stream, dispatch
+
+Request = tuple[str, dict[str, Any]]
+
+
+@pytest.fixture
+def requests(monkeypatch: pytest.MonkeyPatch) -> list[Request]:
+    """Every DynamoDB request any client sends from now on: (operation, parameters), in order."""
+    sent: list[Request] = []
+    original = BaseClient._make_api_call
+
+    def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if client.meta.service_model.service_name == "dynamodb":
+            sent.append((operation, params))
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", recording)
+    return sent
+
+
+def keys_read(requests: list[Request]) -> list[tuple[str, str, str]]:
+    """(operation, pk, sk) of every item a GetItem or BatchGetItem asked for."""
+    read = []
+    for operation, params in requests:
+        if operation == "GetItem":
+            read.append((operation, params["Key"]["pk"]["S"], params["Key"]["sk"]["S"]))
+        elif operation == "BatchGetItem":
+            read += [(operation, k["pk"]["S"], k["sk"]["S"]) for body in params["RequestItems"].values() for k in body["Keys"]]
+    return read
+
+
+def run_of(services: Services, admin: Any, fixture: str, **request: Any) -> str:
+    definition = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    created = CreateRunRequest.model_validate({"workflowId": definition["id"], **request})
+    return services.lifecycle.create_run(admin, created).runId
+
+
+def records_of(stream: Stream, run_id: str) -> list[dict[str, Any]]:
+    """The run's new event-log items' records (the shared world's stream holds other tests' too)."""
+    return [r for r in stream.take() if is_event_insert(r) and record_run_id(r) == run_id]
+
+
+def dispatched_points(records: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Dispatch `records` (the real handler, failing none); (name, document) of every metric point it wrote."""
+    lambda_runtime.handler_module("dispatch")  # its Logger keeps the stream it was made with, not this capture
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert dispatch(records) == {"batchItemFailures": []}
+    points = []
+    for line in out.getvalue().splitlines():
+        document = json.loads(line)
+        if "_aws" in document:
+            (directive,) = document["_aws"]["CloudWatchMetrics"]
+            points += [(metric["Name"], document) for metric in directive["Metrics"]]
+    return points
+
+
+def _instant(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.mark.parametrize("fixture", ["conformance-approval", "conformance-approval-timeout"])
+def test_time_to_decision_is_taken_from_the_inbox_keys_the_closing_record_names(
+    services, admin, monkeypatch, requests, fixture
+):
+    # Given a gate (the second one with a deadline: its DUE entry sorts by it, not by the raise) decided, and its
+    # creation's record dispatched
+    as_function(monkeypatch, "reads-test", "dispatch")
+    stream = Stream(TABLE)
+    run_id = run_of(services, admin, fixture)
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    (closing,) = records_of(stream, run_id)
+    found = stream_events(closing)
+    assert found is not None
+    resolved = next(e for e in found[1] if e["type"] == "interrupt.resolved")
+    raised_at = services.store.raised_at(run_id, f"{run_id}:gate:1")
+    assert raised_at is not None
+    requests.clear()
+
+    # When dispatch takes the record that closed it
+    points = dispatched_points([closing])
+
+    # Then it reports the same time to decision as the interrupt's item says, without reading that item
+    (point,) = [document["TimeToDecision"] for name, document in points if name == "TimeToDecision"]
+    assert (point[0] if isinstance(point, list) else point) == (_instant(resolved["timestamp"]) - _instant(raised_at)) * 1000
+    assert not [k for k in keys_read(requests) if k[1] == run_pk(run_id) and k[2] == interrupt_sk(f"{run_id}:gate:1")]
