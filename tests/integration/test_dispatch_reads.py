@@ -109,3 +109,61 @@ def test_time_to_decision_is_taken_from_the_inbox_keys_the_closing_record_names(
     (point,) = [document["TimeToDecision"] for name, document in points if name == "TimeToDecision"]
     assert (point[0] if isinstance(point, list) else point) == (_instant(resolved["timestamp"]) - _instant(raised_at)) * 1000
     assert not [k for k in keys_read(requests) if k[1] == run_pk(run_id) and k[2] == interrupt_sk(f"{run_id}:gate:1")]
+
+
+BRIEF = " ".join(f"word{i}" for i in range(200))  # ≈ 1.5 KB: a format-4 head leaves the inputs in their event batch
+
+
+def brief_workflow(services: Services, admin: Any, steps: int) -> str:
+    """An approval, then `steps` transforms, the last sending the run's inputs on as its output."""
+    nodes = [{"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Send the brief?", "actions": ["accept", "reject"]}}]
+    nodes += [{"id": f"step{i}", "typeId": "core.transform", "config": {"outputs": {"sent": "{{inputs.brief}}"}}} for i in range(steps)]
+    edges = [{"id": f"e{i}", "sourceNodeId": a["id"], "targetNodeId": b["id"]} for i, (a, b) in enumerate(zip(nodes, nodes[1:], strict=False))]
+    definition = {"id": "brief", "nodes": nodes, "edges": edges, "variables": [{"name": "brief", "type": "string"}]}
+    services.workflows.put_workflow(admin, "brief", WorkflowDefinition.model_validate(definition))
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "brief", "inputs": {"brief": BRIEF}})).runId
+
+
+def event_batches_read(requests: list[Request], run_id: str) -> list[str]:
+    return [sk for _, pk, sk in keys_read(requests) if pk == run_pk(run_id) and sk.startswith("E#")]
+
+
+def test_a_record_whose_handlers_read_no_inputs_leaves_them_in_their_event_batch(services, admin, requests):
+    # Given a run whose large inputs its head leaves in its first event batch, its creation dispatched, then decided
+    stream = Stream(TABLE)
+    run_id = brief_workflow(services, admin, 1)
+    assert services.store.get_run(run_id)[0].inputs == {"brief": BRIEF}
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    (closing,) = records_of(stream, run_id)
+    requests.clear()
+
+    # When dispatch takes the record that ended it
+    assert dispatch([closing]) == {"batchItemFailures": []}
+
+    # Then it read the record's own batch with the head, and not the batch that holds the inputs
+    assert event_batches_read(requests, run_id) == [closing["dynamodb"]["Keys"]["sk"]["S"]]
+
+
+def test_a_run_dispatch_continues_is_continued_with_its_inputs_read_back(services, admin, requests, monkeypatch):
+    # Given a run whose large inputs its head leaves in its first event batch, decided by a resolve whose step budget
+    # left it runnable: dispatch continues it
+    stream = Stream(TABLE)
+    budgeted = Services(services.store, step_budget=2)
+    run_id = brief_workflow(budgeted, admin, 4)
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+    budgeted.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    state, _ = budgeted.store.get_run(run_id)
+    assert state.queue
+    assert not state.terminal
+    first = f"E#{state.inputsBatch:012d}"
+    requests.clear()
+
+    # When dispatch takes the record that left it runnable
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+
+    # Then it read the inputs back (once) before it continued the run, which sent them on whole
+    assert event_batches_read(requests, run_id).count(first) == 1
+    state, _ = services.store.get_run(run_id)
+    assert state.status == "completed"
+    assert state.outputs["step3"] == {"sent": BRIEF}

@@ -106,7 +106,7 @@ def time_to_decision(records: RunRecords, run_id: str, resolved: list[dict[str, 
     # import no engine package for it (cold starts). The visits' names, not the engine's run rules.
     from interlude.engine.visits import interrupt_key, visit_of
 
-    got = records.get_run(run_id)
+    got = records.run_head(run_id)  # its visits alone
     if got is None:
         return
     state, _ = got

@@ -158,6 +158,17 @@ class HeldRuns:
         return held
 
     def get_run(self, run_id: str) -> tuple[RunState, int] | None:
+        """The whole run: the held head's inputs read back from their event batch first where the batch left them there
+        (store/stream.py OutboxRecords.records_of), once."""
+        head = self.run_head(run_id)
+        if head is not None and head[0].inputsDigest is not None:  # only a held head can lack them
+            head = self._held()[run_id] = self.store.complete(head)
+        return head
+
+    def run_head(self, run_id: str) -> tuple[RunState, int] | None:
+        """The head as read for the batch, its large inputs perhaps still in their event batch (RunState.inputsDigest
+        set): the handlers that read none of the inputs (notices, metrics, webhooks, notifications) take it so, and the
+        record whose handlers read them alone pays for that read (one eventually consistent item)."""
         held = self._held()
         if run_id not in held:
             return self.store.get_run(run_id)
@@ -165,6 +176,9 @@ class HeldRuns:
             held[run_id] = self.store.get_run(run_id)
         head: tuple[RunState, int] | None = held[run_id]
         return head
+
+    def complete(self, head: tuple[RunState, int]) -> tuple[RunState, int]:
+        return self.store.complete(head)
 
     def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
         return self.store.get_runs(run_ids)
@@ -349,12 +363,13 @@ def handle_record(
     inbox.delete_inbox_entries(closed)
     for handler in outbox:
         handler(run_id, events)
-    got = records.get_run(run_id)
+    got = records.run_head(run_id)
     if (
         got is not None
         and not got[0].terminal
         and got[0].queue
-        and advance(run_id, got)
+        and (whole := records.get_run(run_id)) is not None
+        and advance(run_id, whole)
         and isinstance(records, HeldRuns)
     ):
         # The run moved: the next record of its run in this batch reads it again.

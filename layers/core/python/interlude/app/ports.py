@@ -41,6 +41,15 @@ class RunRecords(Protocol):
 
     def get_run(self, run_id: str) -> tuple[RunState, int] | None: ...
 
+    def run_head(self, run_id: str) -> tuple[RunState, int] | None:
+        """The run as `get_run` reads it, for a reader of anything but its inputs: a format-4 head's large inputs may
+        be left in the event batch that holds them (RunState.inputsDigest set, `inputs` empty)."""
+        ...
+
+    def complete(self, head: tuple[RunState, int]) -> tuple[RunState, int]:
+        """`head` with the parts it holds elsewhere read back (store/head_parts.py)."""
+        ...
+
     def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]: ...
 
     def commit(

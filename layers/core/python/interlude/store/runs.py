@@ -54,6 +54,10 @@ class RunStore(Table):
         head_parts.complete(self.client, self.table, [head[0]])
         return head
 
+    def run_head(self, run_id: str) -> tuple[RunState, int] | None:
+        # Whole: read here, its inputs come with its gates' payloads, in one call (dispatch's held head may lack them).
+        return self.get_run(run_id)
+
     def run_index(self, tenant: str, family: str | None = None) -> item_index.ItemIndexReader:
         """The run listing, or with a family the run search's entries of the runs that hold it (rules/run_search.py)."""
         if family is None:

@@ -32,7 +32,7 @@ def webhook_deliveries(
     wanted = [s for s in subscriptions if types & set(s["events"])]
     if not wanted:
         return
-    got = records.get_run(run_id)
+    got = records.run_head(run_id)  # its tags and fork alone
     if got is not None and got[0].fork is not None and got[0].fork.mode == "replay":
         return
     run_tags = list(got[0].tags) if got else []

@@ -111,7 +111,7 @@ class NotificationOutbox:
     def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         if not any(e.get("type") in WATCHED for e in events):
             return
-        got = self.records.get_run(run_id)
+        got = self.records.run_head(run_id)  # a notification tells a gate's text, never the run's inputs
         if got is None:
             return
         state, _ = got
