@@ -9,15 +9,21 @@ from contextlib import redirect_stdout
 from datetime import datetime
 from typing import Any
 
+import boto3
 import pytest
 from botocore.client import BaseClient
 
 from interlude.composition import Services
+from interlude.domain.models.principal_requests import DelegateVoteRequest
 from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
+from interlude.store import attributes as a
 from interlude.store.layout import interrupt_sk, run_pk
 from interlude.store.stream import is_event_insert, record_run_id, stream_events
+from tests.integration.conftest import signed_in
+from tests.integration.test_notify_worker import queued
 from tests.support.emf import as_function
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
@@ -167,3 +173,70 @@ def test_a_run_dispatch_continues_is_continued_with_its_inputs_read_back(service
     state, _ = services.store.get_run(run_id)
     assert state.status == "completed"
     assert state.outputs["step3"] == {"sent": BRIEF}
+
+
+def notification_queries(requests: list[Request], run_id: str) -> int:
+    """Queries of the run's notification records (NT#)."""
+    return sum(
+        1
+        for operation, params in requests
+        if operation == "Query" and params["ExpressionAttributeValues"].get(":pk") == {"S": run_pk(run_id)}
+        and params["ExpressionAttributeValues"].get(":prefix") == {"S": "NT#"}
+    )
+
+
+def approval_run(services: Services, admin: Any, **config: Any) -> str:
+    nodes = [{"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", **config}}]
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"})).runId
+
+
+@pytest.mark.parametrize(
+    ("config", "queried"),
+    [
+        ({}, 0),
+        ({"approversList": ["ana"]}, 1),
+        ({"audience": {"subjects": ["ana"]}}, 1),
+        ({"onTimeout": "escalate", "timeoutMs": 3_600_000}, 1),
+    ],
+)
+def test_a_closed_approval_that_asked_nobody_has_no_notification_records_to_look_for(
+    services, admin, requests, config, queried
+):
+    # Given an approval decided: asking nobody (no approver, no audience, no escalation, no vote handed over), or not
+    stream = Stream(TABLE)
+    run_id = approval_run(services, admin, **config)
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+    services.decisions.resolve_interrupt(signed_in(services, "ana"), run_id, "gate", {"action": "accept"})
+    requests.clear()
+
+    # When dispatch takes the record that closed it
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+
+    # Then it looks for the Slack messages to update only where the gate may have told someone
+    assert notification_queries(requests, run_id) == queried
+
+
+def test_a_delegate_told_of_an_approval_that_names_nobody_has_their_slack_message_closed(services, admin, world, requests):
+    # Given an approval naming nobody, whose vote admin handed to dan, who was reminded in Slack (his notification
+    # record holds the message's address)
+    services.tenants.put_settings(world.tenant, TenantSettings(allowDelegation=True), "admin")
+    stream = Stream(TABLE)
+    run_id = approval_run(services, admin)
+    interrupt_id = services.store.get_run(run_id)[0].interrupts["gate"].interruptId
+    services.delegation.delegate_vote(admin, run_id, "gate", DelegateVoteRequest(delegate="dan"))
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+    told = {"interruptId": interrupt_id, "principalId": "dan", "channels": {"slack": {"channel": "D0DAN", "ts": "1796126400.000100"}}}
+    boto3.client("dynamodb").put_item(
+        TableName=TABLE,
+        Item={**a.key(run_pk(run_id), "NT#reminder-dan"), "status": a.s("sent"), "attempts": a.n(1), "record": a.as_json(told)},
+    )
+    queued(world.queues)
+    services.decisions.resolve_interrupt(signed_in(services, "dan"), run_id, "gate", {"action": "accept"})
+
+    # When dispatch takes the record that closed it
+    assert dispatch(records_of(stream, run_id)) == {"batchItemFailures": []}
+
+    # Then dan's message is closed with the outcome
+    closed = queued(world.queues)["dan"]
+    assert (closed["purpose"], closed["slackMessages"]) == ("closed", [["D0DAN", "1796126400.000100"]])

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from interlude.domain.ids import tenant_of
-from interlude.store.inbox import closed_raised_at
+from interlude.store.inbox import ClosedGate, closed_gates
 from interlude.store.stream import (
     HELD_FOLLOWERS,
     HELD_HEAD_EXPIRY,
@@ -111,7 +111,7 @@ class HeldRuns:
         self._held().pop(run_id, None)
         self._followers().pop(run_id, None)
         self._expiries().pop(run_id, None)
-        self._raised().pop(run_id, None)
+        self._closed().pop(run_id, None)
 
     def _followers(self) -> dict[str, Any]:
         return self._per_thread("followers")
@@ -133,13 +133,19 @@ class HeldRuns:
         else:
             self._expiries()[run_id] = expiry
 
-    def _raised(self) -> dict[str, Any]:
-        return self._per_thread("raised")
+    def _closed(self) -> dict[str, Any]:
+        return self._per_thread("closed")
 
-    def hold_raised(self, run_id: str, raised: dict[str, str]) -> None:
-        """When the interrupts the record's transition closed were raised, by interrupt id (store/inbox.py
-        closed_raised_at: from the inbox keys the record names)."""
-        self._raised()[run_id] = raised
+    def hold_closed(self, run_id: str, closed: dict[str, ClosedGate]) -> None:
+        """The gates the record's transition closed, by interrupt id, as the inbox keys it names tell them
+        (store/inbox.py closed_gates)."""
+        self._closed()[run_id] = closed
+
+    def closed_gate(self, run_id: str, interrupt_id: str) -> ClosedGate | None:
+        """The gate the record being dispatched closed under `interrupt_id`, as its inbox keys tell it; None: it
+        closed none such (or names no entry of it)."""
+        held: ClosedGate | None = self._closed().get(run_id, {}).get(interrupt_id)
+        return held
 
     def held_retained(self, run_id: str) -> RetainedRun | None:
         """The run's head as read with this thread's batch, with its expiry; None when it was not read with it, or this
@@ -214,8 +220,8 @@ class HeldRuns:
         return self.store.raised_any(run_id, keys)
 
     def raised_at(self, run_id: str, key: str, interrupt_id: str | None = None) -> str | None:
-        held: str | None = self._raised().get(run_id, {}).get(interrupt_id)
-        return held if held is not None else self.store.raised_at(run_id, key)
+        closed = self.closed_gate(run_id, interrupt_id) if interrupt_id is not None else None
+        return closed.raised_at if closed is not None else self.store.raised_at(run_id, key)
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
         return self.store.closed_interrupt(run_id, key)
@@ -357,7 +363,7 @@ def handle_record(
     if isinstance(records, HeldRuns):
         records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
         records.hold_expiry(run_id, record.get(HELD_HEAD_EXPIRY))
-        records.hold_raised(run_id, closed_raised_at(closed))
+        records.hold_closed(run_id, closed_gates(closed))
     # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.
     inbox.delete_inbox_entries(closed)

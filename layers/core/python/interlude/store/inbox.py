@@ -217,15 +217,28 @@ def closed_entry_keys(image: a.Item) -> list[tuple[str, a.Item]]:
     return [(layout.where_of(mark[0] if mark else None), a.key(pk, sk)) for pk, sk, *mark in a.unpacked(image[CLOSED_ENTRIES])]
 
 
-def closed_raised_at(keys: Iterable[tuple[str, a.Item]]) -> dict[str, str]:
-    """When each interrupt whose index keys are among `keys` (`closed_entry_keys`') was raised, by interrupt id: the time
-    its entries sort by, in any of them but its DUE one (sorted by the deadline). Every gate has a `WF#` entry."""
+class ClosedGate(NamedTuple):
+    """What the index keys of a closed gate's entries tell of it."""
+
+    # When it was raised: the time its entries sort by, in any of them but its DUE one (sorted by the deadline); every
+    # gate has a `WF#` entry.
+    raised_at: str
+    # The families it was listed under (`interrupt_families` and `delegate_families`: a `P#` family of a gate whose
+    # node names no approver is a delegate's).
+    families: tuple[str, ...]
+
+
+def closed_gates(keys: Iterable[tuple[str, a.Item]]) -> dict[str, ClosedGate]:
+    """The gates whose index keys are among `keys` (`closed_entry_keys`'), by interrupt id."""
     raised: dict[str, str] = {}
+    families: dict[str, list[str]] = {}
     for _, key in keys:
         at, _, interrupt_id = key[wiring.SORT_KEY]["S"].partition("#")
-        if key[wiring.PARTITION_KEY]["S"] != sharded.entry_pk(tenant_of(interrupt_id), INDEX, DUE_FAMILY, interrupt_id):
+        family = sharded.family_of(key[wiring.PARTITION_KEY]["S"], tenant_of(interrupt_id), INDEX)
+        families.setdefault(interrupt_id, []).append(family)
+        if family != DUE_FAMILY:
             raised[interrupt_id] = at
-    return raised
+    return {i: ClosedGate(raised[i], tuple(f)) for i, f in families.items() if i in raised}
 
 
 class EntryFilter(NamedTuple):
