@@ -240,3 +240,31 @@ def test_a_delegate_told_of_an_approval_that_names_nobody_has_their_slack_messag
     # Then dan's message is closed with the outcome
     closed = queued(world.queues)["dan"]
     assert (closed["purpose"], closed["slackMessages"]) == ("closed", [["D0DAN", "1796126400.000100"]])
+
+
+def subscription_queries(requests: list[Request], tenant: str) -> int:
+    """Queries of the tenant's webhook subscriptions (WH#)."""
+    return sum(
+        1
+        for operation, params in requests
+        if operation == "Query" and params["ExpressionAttributeValues"].get(":pk") == {"S": f"T#{tenant}"}
+        and params["ExpressionAttributeValues"].get(":prefix") == {"S": "WH#"}
+    )
+
+
+def test_a_batch_looks_for_its_tenants_webhook_subscriptions_once(services, admin, world, requests):
+    # Given three runs of the tenant decided: six event items in one outbox batch
+    stream = Stream(TABLE)
+    runs = [approval_run(services, admin) for _ in range(3)]
+    for run_id in runs:
+        services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    records = [r for r in stream.take() if is_event_insert(r) and record_run_id(r) in runs]
+    assert len(records) == 6
+    requests.clear()
+
+    # When dispatch takes the batch
+    assert dispatch(records) == {"batchItemFailures": []}
+
+    # Then the tenant's subscriptions were looked for once, not once per record (tests/integration/test_webhooks.py:
+    # what each record's subscriptions receive)
+    assert subscription_queries(requests, world.tenant) == 1

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlude.domain.ids import tenant_of
 from interlude.store.inbox import ClosedGate, closed_gates
@@ -64,6 +64,7 @@ Advance = Callable[[str, "tuple[RunState, int]"], int]
 AuditAppender = Callable[[list[tuple[str, str, "AuditDraft"]]], dict[str, BaseException]]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class HeldBack(Exception):
@@ -87,6 +88,22 @@ class HeldRuns:
         self.store = store
         # Per thread: run id -> its head as read for the batch (None: the run is gone).
         self._local = threading.local()
+        # For the whole batch, every thread: what `once` read, by key.
+        self._batch: dict[Any, _Once] = {}
+        self._batch_lock = threading.Lock()
+
+    def begin_batch(self) -> None:
+        with self._batch_lock:
+            self._batch = {}
+
+    def once(self, key: Any, read: Callable[[], T]) -> T:
+        """`read()`'s answer, read once for the batch being dispatched (by `key`; a thread that asks while another
+        reads it waits for that answer): each record of the batch was committed before the batch read it, so an
+        answer read after that is as new for every record as one read for it alone."""
+        with self._batch_lock:
+            entry = self._batch.setdefault(key, _Once())
+        answer: T = entry.answer(read)
+        return answer
 
     def _per_thread(self, name: str) -> dict[str, Any]:
         """This thread's map of what it holds under `name`, by run id (its batch's: heads, followers, expiries)."""
@@ -232,6 +249,22 @@ class HeldRuns:
         return self.store.gate_close(run_id, node_id, interrupt_id, after_seq)
 
 
+class _Once:
+    """One answer, read by the first caller (again by the next one if that read failed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read = False
+        self._answer: Any = None
+
+    def answer(self, read: Callable[[], Any]) -> Any:
+        with self._lock:
+            if not self._read:
+                self._answer = read()
+                self._read = True
+            return self._answer
+
+
 def runs_of(batch: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """(record id, stream record) pairs grouped by run, each run's in the batch's order; records of no run apart
     (under "")."""
@@ -259,6 +292,7 @@ def handle_batch(
     each orphan dropped. Answers the records that failed: each with its exception (HeldBack behind a failed one,
     HeadNotYetCommitted for a new run's batch without its head)."""
     groups = runs_of(batch)
+    held.begin_batch()
     waiting, orphans = _without_head(groups, heads, now_s)
     unaudited = _append_drafts([(i, r) for i, r in batch if i not in waiting and i not in orphans], append_audit)
 
