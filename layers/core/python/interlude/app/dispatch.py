@@ -190,8 +190,8 @@ class HeldRuns:
 
     def run_head(self, run_id: str) -> tuple[RunState, int] | None:
         """The head as read for the batch, its large inputs perhaps still in their event batch (RunState.inputsDigest
-        set): the handlers that read none of the inputs (notices, metrics, webhooks, notifications) take it so, and the
-        record whose handlers read them alone pays for that read (one eventually consistent item)."""
+        set): what reads none of the inputs takes it so, and only a record whose handlers build on them (`get_run`)
+        pays for reading them back (one eventually consistent item)."""
         held = self._held()
         if run_id not in held:
             return self.store.get_run(run_id)
