@@ -43,7 +43,7 @@ class GoneRun:
     """The run records with the run gone."""
 
     @staticmethod
-    def get_run(run_id):
+    def run_head(run_id):
         return None
 
 

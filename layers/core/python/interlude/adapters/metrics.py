@@ -14,8 +14,9 @@ error the code logged and carried on from: interlude.app.caught) and OrphanBatch
 run's event batch dropped because its run was never created, interlude.app.dispatch, docs/adr/0165); and
 TimeToDecision{kind, outcome} in milliseconds, from the interrupt's raisedAt to the timestamp of its
 interrupt.resolved event (a decision on any surface, or the timeout: outcome `timeout`). The resolved event does not
-carry raisedAt, so the outbox reads it back from the interrupt's item (two GetItems per decided interrupt, and only
-where metrics are written).
+carry raisedAt; the event batch that closed the gate names its inbox entries, whose keys do (`{raisedAt}#{interruptId}`:
+dispatch holds them, app/dispatch.py HeldRuns.raised_at), else it is read back from the interrupt's item (one GetItem
+per decided interrupt, and only where metrics are written).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def time_to_decision(records: RunRecords, run_id: str, resolved: list[dict[str, 
     # import no engine package for it (cold starts). The visits' names, not the engine's run rules.
     from interlude.engine.visits import interrupt_key, visit_of
 
-    got = records.get_run(run_id)
+    got = records.run_head(run_id)  # its visits alone
     if got is None:
         return
     state, _ = got
@@ -113,8 +114,9 @@ def time_to_decision(records: RunRecords, run_id: str, resolved: list[dict[str, 
         payload = event.get("payload") or {}
         node_id = payload.get("nodeId") or event.get("nodeId", "")
         # The interrupt has left the run head; its id still names its visit, and so its item's key.
-        visit = visit_of(state, node_id, payload.get("interruptId"))
-        raised_at = None if visit is None else records.raised_at(run_id, interrupt_key(run_id, node_id, visit))
+        interrupt_id = payload.get("interruptId")
+        visit = visit_of(state, node_id, interrupt_id)
+        raised_at = None if visit is None else records.raised_at(run_id, interrupt_key(run_id, node_id, visit), interrupt_id)
         if raised_at is None:
             continue
         waited_ms = (_instant(event["timestamp"]) - _instant(raised_at)) * 1000

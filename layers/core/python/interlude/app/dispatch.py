@@ -32,9 +32,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlude.domain.ids import tenant_of
+from interlude.store.inbox import ClosedGate, closed_gates
 from interlude.store.stream import (
     HELD_FOLLOWERS,
     HELD_HEAD_EXPIRY,
@@ -63,6 +64,7 @@ Advance = Callable[[str, "tuple[RunState, int]"], int]
 AuditAppender = Callable[[list[tuple[str, str, "AuditDraft"]]], dict[str, BaseException]]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class HeldBack(Exception):
@@ -86,6 +88,22 @@ class HeldRuns:
         self.store = store
         # Per thread: run id -> its head as read for the batch (None: the run is gone).
         self._local = threading.local()
+        # For the whole batch, every thread: what `once` read, by key.
+        self._batch: dict[Any, _Once] = {}
+        self._batch_lock = threading.Lock()
+
+    def begin_batch(self) -> None:
+        with self._batch_lock:
+            self._batch = {}
+
+    def once(self, key: Any, read: Callable[[], T]) -> T:
+        """`read()`'s answer, read once for the batch being dispatched (by `key`; a thread that asks while another
+        reads it waits for that answer): each record of the batch was committed before the batch read it, so an
+        answer read after that is as new for every record as one read for it alone."""
+        with self._batch_lock:
+            entry = self._batch.setdefault(key, _Once())
+        answer: T = entry.answer(read)
+        return answer
 
     def _per_thread(self, name: str) -> dict[str, Any]:
         """This thread's map of what it holds under `name`, by run id (its batch's: heads, followers, expiries)."""
@@ -110,6 +128,7 @@ class HeldRuns:
         self._held().pop(run_id, None)
         self._followers().pop(run_id, None)
         self._expiries().pop(run_id, None)
+        self._closed().pop(run_id, None)
 
     def _followers(self) -> dict[str, Any]:
         return self._per_thread("followers")
@@ -131,6 +150,20 @@ class HeldRuns:
         else:
             self._expiries()[run_id] = expiry
 
+    def _closed(self) -> dict[str, Any]:
+        return self._per_thread("closed")
+
+    def hold_closed(self, run_id: str, closed: dict[str, ClosedGate]) -> None:
+        """The gates the record's transition closed, by interrupt id, as the inbox keys it names tell them
+        (store/inbox.py closed_gates)."""
+        self._closed()[run_id] = closed
+
+    def closed_gate(self, run_id: str, interrupt_id: str) -> ClosedGate | None:
+        """The gate the record being dispatched closed under `interrupt_id`, as its inbox keys tell it; None: it
+        closed none such (or names no entry of it)."""
+        held: ClosedGate | None = self._closed().get(run_id, {}).get(interrupt_id)
+        return held
+
     def held_retained(self, run_id: str) -> RetainedRun | None:
         """The run's head as read with this thread's batch, with its expiry; None when it was not read with it, or this
         process moved the run since."""
@@ -148,6 +181,17 @@ class HeldRuns:
         return held
 
     def get_run(self, run_id: str) -> tuple[RunState, int] | None:
+        """The whole run: the held head's inputs read back from their event batch first where the batch left them there
+        (store/stream.py OutboxRecords.records_of), once."""
+        head = self.run_head(run_id)
+        if head is not None and head[0].inputsDigest is not None:  # only a held head can lack them
+            head = self._held()[run_id] = self.store.complete(head)
+        return head
+
+    def run_head(self, run_id: str) -> tuple[RunState, int] | None:
+        """The head as read for the batch, its large inputs perhaps still in their event batch (RunState.inputsDigest
+        set): what reads none of the inputs takes it so, and only a record whose handlers build on them (`get_run`)
+        pays for reading them back (one eventually consistent item)."""
         held = self._held()
         if run_id not in held:
             return self.store.get_run(run_id)
@@ -155,6 +199,9 @@ class HeldRuns:
             held[run_id] = self.store.get_run(run_id)
         head: tuple[RunState, int] | None = held[run_id]
         return head
+
+    def complete(self, head: tuple[RunState, int]) -> tuple[RunState, int]:
+        return self.store.complete(head)
 
     def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
         return self.store.get_runs(run_ids)
@@ -189,8 +236,9 @@ class HeldRuns:
     def raised_any(self, run_id: str, keys: list[str]) -> bool:
         return self.store.raised_any(run_id, keys)
 
-    def raised_at(self, run_id: str, key: str) -> str | None:
-        return self.store.raised_at(run_id, key)
+    def raised_at(self, run_id: str, key: str, interrupt_id: str | None = None) -> str | None:
+        closed = self.closed_gate(run_id, interrupt_id) if interrupt_id is not None else None
+        return closed.raised_at if closed is not None else self.store.raised_at(run_id, key)
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
         return self.store.closed_interrupt(run_id, key)
@@ -199,6 +247,22 @@ class HeldRuns:
         self, run_id: str, node_id: str, interrupt_id: str, after_seq: int
     ) -> tuple[str, dict[str, Any]] | None:
         return self.store.gate_close(run_id, node_id, interrupt_id, after_seq)
+
+
+class _Once:
+    """One answer, read by the first caller (again by the next one if that read failed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read = False
+        self._answer: Any = None
+
+    def answer(self, read: Callable[[], Any]) -> Any:
+        with self._lock:
+            if not self._read:
+                self._answer = read()
+                self._read = True
+            return self._answer
 
 
 def runs_of(batch: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
@@ -228,6 +292,7 @@ def handle_batch(
     each orphan dropped. Answers the records that failed: each with its exception (HeldBack behind a failed one,
     HeadNotYetCommitted for a new run's batch without its head)."""
     groups = runs_of(batch)
+    held.begin_batch()
     waiting, orphans = _without_head(groups, heads, now_s)
     unaudited = _append_drafts([(i, r) for i, r in batch if i not in waiting and i not in orphans], append_audit)
 
@@ -328,20 +393,23 @@ def handle_record(
     if found is None:
         return
     run_id, events = found
+    closed = closed_inbox_entries(record)
     if isinstance(records, HeldRuns):
         records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
         records.hold_expiry(run_id, record.get(HELD_HEAD_EXPIRY))
+        records.hold_closed(run_id, closed_gates(closed))
     # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.
-    inbox.delete_inbox_entries(closed_inbox_entries(record))
+    inbox.delete_inbox_entries(closed)
     for handler in outbox:
         handler(run_id, events)
-    got = records.get_run(run_id)
+    got = records.run_head(run_id)
     if (
         got is not None
         and not got[0].terminal
         and got[0].queue
-        and advance(run_id, got)
+        and (whole := records.get_run(run_id)) is not None
+        and advance(run_id, whole)
         and isinstance(records, HeldRuns)
     ):
         # The run moved: the next record of its run in this batch reads it again.

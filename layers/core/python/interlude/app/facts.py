@@ -108,11 +108,7 @@ def recipients(directory: DirectoryRecords, tenant: str, data: dict[str, Any]) -
     approversList and the members of the group and role refs. A subject may be `issuer|subjectId` or
     `issuer:subjectId`; the subjectId is the principal.
     """
-    audience = data.get("audience")
-    if audience:
-        subjects, groups, roles = audience.get("subjects"), audience.get("groups"), audience.get("roles")
-    else:
-        subjects, groups, roles = data.get("approversList"), data.get("approverGroupRefs"), data.get("approverRoleRefs")
+    subjects, groups, roles = _asked(data)
     named = [_subject_of(ref) for ref in subjects or ()]
     for group in groups or ():
         named += directory.members(tenant, "G", group, MAX_RECIPIENTS + 1)
@@ -120,6 +116,19 @@ def recipients(directory: DirectoryRecords, tenant: str, data: dict[str, Any]) -
         named += directory.members(tenant, "R", role, MAX_RECIPIENTS + 1)
     ordered = list(dict.fromkeys(n for n in named if n))
     return ordered[:MAX_RECIPIENTS], len(ordered) > MAX_RECIPIENTS
+
+
+def asks_nobody(data: Mapping[str, Any]) -> bool:
+    """Whether `recipients` finds nobody in `data` whatever the directory holds: it names no subject, group or role."""
+    return not any(_asked(data))
+
+
+def _asked(data: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """The subjects, groups and roles `data` names to tell: its `audience`'s, else its approvers'."""
+    audience = data.get("audience")
+    if audience:
+        return audience.get("subjects"), audience.get("groups"), audience.get("roles")
+    return data.get("approversList"), data.get("approverGroupRefs"), data.get("approverRoleRefs")
 
 
 def asked_of(payload: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

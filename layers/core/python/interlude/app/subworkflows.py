@@ -96,7 +96,7 @@ class SubWorkflows:
             if event.get("type") == CHILD_REQUESTED:
                 self.start_child(run_id, event.get("payload") or {})
         if any(e.get("type") in RUN_END_EVENTS for e in events):
-            got = self.records.get_run(run_id)
+            got = self.records.run_head(run_id)  # its end, its parent and its children: none of its inputs
             if got is None or not got[0].terminal:
                 return
             ended = got[0]

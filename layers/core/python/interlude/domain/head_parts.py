@@ -228,17 +228,20 @@ def held_elsewhere(state: RunState) -> tuple[list[str], int | None]:
     return keys, state.inputsBatch if state.inputsDigest is not None else None
 
 
-def completed(state: RunState, payloads: Mapping[str, Any], started: Mapping[str, Any] | None) -> None:
+def completed(
+    state: RunState, payloads: Mapping[str, Any], started: Mapping[str, Any] | None, inputs: bool = True
+) -> None:
     """Put back into `state` (in place) what it holds elsewhere: `payloads` by interrupt key (the interrupt items'),
-    `started` the run.started event's payload (None: none was read). Each must match its digest: a part missing or
-    not the one the head names is a failure of this host (Internal), never shown or decided on."""
+    `started` the run.started event's payload (None: none was read; with `inputs` False, the inputs then stay where
+    they are, `inputsDigest` set). Each must match its digest: a part missing or not the one the head names is a
+    failure of this host (Internal), never shown or decided on."""
     for interrupt in state.interrupts.values():
         if interrupt.payloadDigest is not None:
             interrupt.payload = _checked(state.runId, f"interrupt {interrupt.key}", payloads.get(interrupt.key), interrupt.payloadDigest)
             interrupt.payloadDigest = None
-    if state.inputsDigest is not None:
-        inputs = started.get("inputs") if started is not None else None
-        state.inputs = _checked(state.runId, "inputs", inputs, state.inputsDigest)
+    if state.inputsDigest is not None and (inputs or started is not None):
+        read = started.get("inputs") if started is not None else None
+        state.inputs = _checked(state.runId, "inputs", read, state.inputsDigest)
         state.inputsDigest = None
 
 

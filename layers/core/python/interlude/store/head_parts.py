@@ -25,21 +25,28 @@ _PARTS.update({f"#f{i}": name for i, name in enumerate(gate_payloads.FILL_NEEDS)
 
 
 def complete(
-    client: Any, table: str, states: Iterable[RunState], held: Mapping[tuple[str, str], a.Item] | None = None
+    client: Any,
+    table: str,
+    states: Iterable[RunState],
+    held: Mapping[tuple[str, str], a.Item] | None = None,
+    inputs: bool = True,
 ) -> None:
     """Put back into each of `states` (in place) what its head holds elsewhere. `held`: items the caller already read
     strongly consistently, by (pk, sk), taken from there instead of read again (dispatch's outbox batch often holds
-    the very event batch a new run's inputs are in).
+    the very event batch a new run's inputs are in). With `inputs` False, inputs are put back only from `held`: a head
+    whose batch is not there keeps them in it (`inputsDigest` set), for its reader to complete when it needs them.
 
     The rest is read eventually consistently, at half the units: each part is checked against the digest its head
     holds (domain/head_parts.completed), so a read that is behind can only miss it, never hand on another one (a part
     is written with or before its head and never rewritten). A head whose parts were missed is completed from a
     strongly consistent read of them, and refused (Internal) only if that misses them too."""
+    held = held or {}
     holding = [(state, *head_parts.held_elsewhere(state)) for state in states]
+    if not inputs:
+        holding = [(s, keys, b if b is not None and (run_pk(s.runId), event_sk(b)) in held else None) for s, keys, b in holding]
     holding = [(state, keys, batch) for state, keys, batch in holding if keys or batch is not None]
     if not holding:
         return
-    held = held or {}
     wanted = [(state, _parts_of(state.runId, keys, batch)) for state, keys, batch in holding]
     found = {key: held[key] for _, parts in wanted for key in parts if key in held}
     gate_payloads.fill(client, table, found.values())
@@ -47,13 +54,13 @@ def complete(
     missed = []
     for state, parts in wanted:
         try:
-            _completed(state, found)
+            _completed(state, found, inputs)
         except Internal:
             missed.append((state, parts))
     if missed:
         found.update(_read(client, table, [k for k in dict.fromkeys(k for _, parts in missed for k in parts) if k not in held]))
         for state, _ in missed:
-            _completed(state, found)
+            _completed(state, found, inputs)
 
 
 def _parts_of(run_id: str, keys: list[str], batch: int | None) -> list[tuple[str, str]]:
@@ -61,16 +68,16 @@ def _parts_of(run_id: str, keys: list[str], batch: int | None) -> list[tuple[str
     return [(pk, interrupt_sk(k)) for k in keys] + ([(pk, event_sk(batch))] if batch is not None else [])
 
 
-def _completed(state: RunState, found: Mapping[tuple[str, str], a.Item]) -> None:
+def _completed(state: RunState, found: Mapping[tuple[str, str], a.Item], inputs: bool = True) -> None:
     """Put back into `state` (in place) its parts from `found` (Internal where one is missing or not the one named: the
-    parts that matched before it are put back, so a second call completes the rest)."""
+    parts that matched before it are put back, so a second call completes the rest; `inputs`: as `complete` takes it)."""
     keys, batch = head_parts.held_elsewhere(state)
     pk = run_pk(state.runId)
     payloads = {k: a.unpacked(item["payload"]) for k in keys if "payload" in (item := found.get((pk, interrupt_sk(k))) or {})}
     started = None
     if batch is not None and "events" in (item := found.get((pk, event_sk(batch))) or {}):
         started = next((e.get("payload") for e in a.unpacked(item["events"]) if e.get("type") == "run.started"), None)
-    head_parts.completed(state, payloads, started)
+    head_parts.completed(state, payloads, started, inputs)
 
 
 def filled_events(

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude import wiring
 from interlude.domain.clock import epoch_of, iso
+from interlude.domain.ids import tenant_of
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import gate_closes, gate_payloads, layout, sharded
@@ -214,6 +215,30 @@ def closed_entry_keys(image: a.Item) -> list[tuple[str, a.Item]]:
     if CLOSED_ENTRIES not in image:
         return []
     return [(layout.where_of(mark[0] if mark else None), a.key(pk, sk)) for pk, sk, *mark in a.unpacked(image[CLOSED_ENTRIES])]
+
+
+class ClosedGate(NamedTuple):
+    """What the index keys of a closed gate's entries tell of it."""
+
+    # When it was raised: the time its entries sort by, in any of them but its DUE one (sorted by the deadline); every
+    # gate has a `WF#` entry.
+    raised_at: str
+    # The families it was listed under (`interrupt_families` and `delegate_families`: a `P#` family of a gate whose
+    # node names no approver is a delegate's).
+    families: tuple[str, ...]
+
+
+def closed_gates(keys: Iterable[tuple[str, a.Item]]) -> dict[str, ClosedGate]:
+    """The gates whose index keys are among `keys` (`closed_entry_keys`'), by interrupt id."""
+    raised: dict[str, str] = {}
+    families: dict[str, list[str]] = {}
+    for _, key in keys:
+        at, _, interrupt_id = key[wiring.SORT_KEY]["S"].partition("#")
+        family = sharded.family_of(key[wiring.PARTITION_KEY]["S"], tenant_of(interrupt_id), INDEX)
+        families.setdefault(interrupt_id, []).append(family)
+        if family != DUE_FAMILY:
+            raised[interrupt_id] = at
+    return {i: ClosedGate(raised[i], tuple(f)) for i, f in families.items() if i in raised}
 
 
 class EntryFilter(NamedTuple):

@@ -54,6 +54,10 @@ class RunStore(Table):
         head_parts.complete(self.client, self.table, [head[0]])
         return head
 
+    def run_head(self, run_id: str) -> tuple[RunState, int] | None:
+        # Whole: read here, its inputs come with its gates' payloads, in one call (dispatch's held head may lack them).
+        return self.get_run(run_id)
+
     def run_index(self, tenant: str, family: str | None = None) -> item_index.ItemIndexReader:
         """The run listing, or with a family the run search's entries of the runs that hold it (rules/run_search.py)."""
         if family is None:
@@ -111,8 +115,10 @@ class RunStore(Table):
         value = run_expiry(self.client, self.table, run_id).get(wiring.TTL_ATTRIBUTE)
         return int(value["N"]) if value else None
 
-    def raised_at(self, run_id: str, key: str) -> str | None:
-        """When the interrupt raised under `key` was raised (it may be open or closed); None if none was."""
+    def raised_at(self, run_id: str, key: str, interrupt_id: str | None = None) -> str | None:
+        """When the interrupt raised under `key` was raised (it may be open or closed); None if none was. `interrupt_id`:
+        its id, where the caller knows it (dispatch answers from the record that closed it: app/dispatch.py HeldRuns);
+        its item is found by its key."""
         got = self.client.get_item(
             TableName=self.table,
             Key=a.key(run_pk(run_id), interrupt_sk(key)),

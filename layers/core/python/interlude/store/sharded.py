@@ -37,6 +37,11 @@ def index_pk(tenant: str, index: wiring.ItemIndex, family: str, shard: int) -> s
     return f"T#{tenant}#{index.prefix}#{family}#{shard:02d}"
 
 
+def family_of(pk: str, tenant: str, index: wiring.ItemIndex) -> str:
+    """The family of an entry of `tenant` in `index` under partition key `pk` (`index_pk`'s)."""
+    return pk.removeprefix(f"T#{tenant}#{index.prefix}#").rsplit("#", 1)[0]
+
+
 def entry_pk(tenant: str, index: wiring.ItemIndex, family: str, entity_id: str) -> str:
     return index_pk(tenant, index, family, shard_of(entity_id, family_shards(index, family)))
 

@@ -139,7 +139,9 @@ class OutboxRecords:
         """The stream record (INSERT, keys, new image, sequence number) of the item each of `messages` names (None where
         it is gone: its run was deleted since), and the heads of their runs (a run that is gone is left out). One
         strongly consistent BatchGetItem (100 keys a call) for an outbox batch, read after every item it names was
-        committed: each head is at least as new as its run's items."""
+        committed: each head is at least as new as its run's items. A format-4 head's gate payloads are put back; its
+        large inputs only where the batch read the event batch that holds them (else they stay there, `inputsDigest`
+        set: app/dispatch.py HeldRuns.get_run reads them for a handler that asks for the whole run)."""
         # The run model loads with the first batch, not at a cold start.
         from interlude.store import head_parts
         from interlude.store.runs import head_of
@@ -177,7 +179,7 @@ class OutboxRecords:
             if self.followers:
                 key = followers_key(run_id)
                 record[HELD_FOLLOWERS] = followers_of(found.get((key["pk"]["S"], key["sk"]["S"])))
-        head_parts.complete(self.client, self.table, (state for state, _ in heads.values()), found)
+        head_parts.complete(self.client, self.table, (state for state, _ in heads.values()), found, inputs=False)
         self._hold_gate_texts(records, {r: state for r, (state, _) in heads.items()})
         return records, heads
 

@@ -52,7 +52,7 @@ def callback_notices(
 ) -> None:
     if not wants_notices(events):
         return
-    got = records.get_run(run_id)
+    got = records.run_head(run_id)  # a notice carries none of the inputs
     if got is None:
         return
     state, _ = got

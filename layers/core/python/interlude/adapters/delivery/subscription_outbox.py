@@ -1,7 +1,9 @@
 """The dispatch outbox handler that queues webhook subscription deliveries on the callbacks queue (issue 14).
 
-Runs for every event-log item of the table stream. One Query of the tenant's subscriptions per transition; the run
-head (held for the batch by the dispatch: no read of its own) is consulted when a subscription wants one of the
+Runs for every event-log item of the table stream. One Query of the tenant's subscriptions per outbox batch (its
+records were all committed before the batch read them, so the subscriptions found after that are those each record
+would find alone: every one created before it committed, none deleted before; HeldRuns.once); the run head (held for
+the batch by the dispatch: no read of its own) is consulted when a subscription wants one of the
 events, for its tags and for whether the run is a replay fork, whose events are its source's history run again and
 are never delivered (OpenWOP webhooks.md; a branch's, a redrive's included, are: docs/adr/0108). A record handled
 twice queues the same deliveries again under the same ids; the worker's record of success turns the copy into a
@@ -10,6 +12,7 @@ no-op.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from interlude.adapters.delivery.subscriptions import webhook_message
@@ -26,13 +29,16 @@ def webhook_deliveries(
     subscriptions_of: WebhookRecords, records: RunRecords, run_id: str, events: list[dict[str, Any]]
 ) -> None:
     """The dispatch outbox handler: one queued delivery per (subscription that wants it, event)."""
+    from interlude.app.dispatch import HeldRuns
+
     tenant = tenant_of(run_id)
-    subscriptions = subscriptions_of.of_tenant(tenant)
+    read = partial(subscriptions_of.of_tenant, tenant)
+    subscriptions = records.once(("subscriptions", tenant), read) if isinstance(records, HeldRuns) else read()
     types = {e.get("type") for e in events}
     wanted = [s for s in subscriptions if types & set(s["events"])]
     if not wanted:
         return
-    got = records.get_run(run_id)
+    got = records.run_head(run_id)  # its tags and fork alone
     if got is not None and got[0].fork is not None and got[0].fork.mode == "replay":
         return
     run_tags = list(got[0].tags) if got else []

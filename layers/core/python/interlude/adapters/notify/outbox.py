@@ -42,7 +42,7 @@ from interlude.adapters.notify.messages import (
 )
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler import scheduler as scheduler_
-from interlude.app.facts import asked_of, recipients
+from interlude.app.facts import asked_of, asks_nobody, recipients
 from interlude.config.notify import notify_settings
 from interlude.domain.ids import principal_subject
 from interlude.domain.models.principals import PrincipalEntry
@@ -111,7 +111,7 @@ class NotificationOutbox:
     def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         if not any(e.get("type") in WATCHED for e in events):
             return
-        got = self.records.get_run(run_id)
+        got = self.records.run_head(run_id)  # a notification tells a gate's text, never the run's inputs
         if got is None:
             return
         state, _ = got
@@ -160,8 +160,8 @@ class NotificationOutbox:
 
     def _closed(self, state: RunState, node_id: str, interrupt_id: str, outcome: dict[str, Any]) -> list[dict[str, Any]]:
         """One `closed` message per recipient with Slack messages of this gate visit to update (one Query of the run's
-        notification records), naming them."""
-        if self.log is None:
+        notification records, unless the visit can have none: `_told_nobody`), naming them."""
+        if self.log is None or self._told_nobody(state, node_id, interrupt_id):
             return []
         posted: dict[str, list[list[str]]] = {}
         for item in self.log.of_run(state.runId):
@@ -179,6 +179,20 @@ class NotificationOutbox:
             )
             for pid, messages in posted.items()
         ]
+
+    def _told_nobody(self, state: RunState, node_id: str, interrupt_id: str) -> bool:
+        """Whether no notification of the gate visit can exist: an approval whose node names nobody to ask (no raise
+        or reminder tells anyone, whatever the directory holds: `asks_nobody`), that escalates to nobody, and on which
+        nobody handed their vote over (a delegation lists the gate under the delegate's `P#` family, and the record
+        that closed it names its inbox entries: app/dispatch.py HeldRuns.closed_gate). Every release since 0.9.0
+        tells and lists a gate so. Anything else, and a close read other than with its record, asks the log."""
+        from interlude.app.dispatch import HeldRuns
+
+        closed = self.records.closed_gate(state.runId, interrupt_id) if isinstance(self.records, HeldRuns) else None
+        if closed is None or any(family.startswith("P#") for family in closed.families):
+            return False
+        node = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id)
+        return node.typeId == APPROVAL_GATE and node.config.get("onTimeout") != "escalate" and asks_nobody(node.config)
 
     def _type_of(self, state: RunState, node_id: str) -> str | None:
         definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)

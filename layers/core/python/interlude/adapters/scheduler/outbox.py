@@ -49,15 +49,15 @@ class DeadlineSchedules:
         scheduler = scheduler_.from_env()
         if scheduler is None:
             return
-        got = self.records.get_run(run_id)
+        got = self.records.run_head(run_id)  # its deadlines alone, unless one is applied here
         if got is None:
             return
-        state, version = got
+        state, _ = got
         new = introduced(state, events)
         now = self.clock().timestamp()
-        if any(d.due <= now for d in new):
+        if any(d.due <= now for d in new) and (whole := self.records.get_run(run_id)) is not None:
             # Already due (a short timeout, or a record processed late): apply it now, no schedule needed.
-            state, version = self.runs.apply_deadlines(state, version)
+            state, _ = self.runs.apply_deadlines(*whole)
         for deadline in new:
             if not deadlines.is_pending(state, deadline):
                 continue
