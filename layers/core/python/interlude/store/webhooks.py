@@ -131,12 +131,14 @@ class WebhookStore:
             ExpressionAttributeValues=values,
         ) is not None
 
-    def of_tenant(self, tenant: str) -> list[dict[str, Any]]:
-        """Every subscription of the tenant (at most the limit: one page)."""
+    def of_tenant(self, tenant: str, consistent: bool = False) -> list[dict[str, Any]]:
+        """Every subscription of the tenant (at most the limit: one page); `consistent`: every one whose creation
+        returned, none whose deletion did."""
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
             ExpressionAttributeValues={":pk": a.s(tenant_pk(tenant)), ":prefix": a.s(SUBSCRIPTION_SK_PREFIX)},
+            ConsistentRead=consistent,
         )
         return [a.unpacked(item["record"]) for page in pages for item in page.get("Items") or []]
 

@@ -32,7 +32,9 @@ def webhook_deliveries(
     from interlude.app.dispatch import HeldRuns
 
     tenant = tenant_of(run_id)
-    read = partial(subscriptions_of.of_tenant, tenant)
+    # Strongly consistent: a subscription whose creation returned before an event was committed receives it (an
+    # eventually consistent read may miss one created a moment before).
+    read = partial(subscriptions_of.of_tenant, tenant, consistent=True)
     subscriptions = records.once(("subscriptions", tenant), read) if isinstance(records, HeldRuns) else read()
     types = {e.get("type") for e in events}
     wanted = [s for s in subscriptions if types & set(s["events"])]
