@@ -258,6 +258,8 @@ class Bill:
     pace: str
     infra: list[Line] = field(default_factory=list)
     observability: list[Line] = field(default_factory=list)
+    # What Lambda's own records of each invocation add to the CloudWatch Logs line (none at system_log_level WARN).
+    platform_logs_usd: float = 0.0
 
     def total(self, lines: list[Line]) -> float:
         return sum(line.usd for line in lines) * MILLION
@@ -639,10 +641,13 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     ingest, log_class = log_ingestion()
     log_gb = total("", lambda s: log_bytes_of(s.inv, measured["logs"]) if s.request else 0) / 1e9
     months = log_retention_months()
+    per_gb = price(ingest) + months * price("logs_stored_gb_month")
     result.observability.append(
-        Line("CloudWatch Logs", log_gb, "GB", log_gb * (price(ingest) + months * price("logs_stored_gb_month")),
+        Line("CloudWatch Logs", log_gb, "GB", log_gb * per_gb,
              f"{log_gb * 1e9:.0f} B: ingestion ({log_class}) and {months:g} month stored (raw bytes: an upper bound)")
     )
+    platform = measured["logs"]["platform_bytes_per_invocation"]
+    result.platform_logs_usd = total("", lambda s: platform * s.inv.get("invocations", 1.0) if s.request and is_lambda(s.inv) else 0) / 1e9 * per_gb
     starts: dict[str, float] = defaultdict(float)
     for s in parts:
         if s.request and s.inv["trigger"] in TRACE_STARTING and is_lambda(s.inv):
@@ -975,6 +980,12 @@ def print_report(measured: dict[str, Any]) -> None:
             f"${provisioned_usd(busy, TARGET_UTILIZATION):.2f} instead of "
             f"${on_demand_usd(busy):.2f}); "
             f"${with_provisioned_tables(busy, LOW_UTILIZATION):.2f} at {LOW_UTILIZATION:.0%} of the units held"
+        )
+        print(
+            f"  with Lambda's own records of each invocation left out (system_log_level WARN): all-in "
+            f"${busy.all_in_per_million - busy.platform_logs_usd * MILLION:.2f} busy, "
+            f"${quiet.all_in_per_million - quiet.platform_logs_usd * MILLION:.2f} quiet (their logs "
+            f"${busy.platform_logs_usd * MILLION:.2f} busy)"
         )
         for peer, lines in peers(measured, name).items():
             low, high = peer_total(measured, peer, lines)

@@ -138,6 +138,7 @@ class Functions(Construct):
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=APPLICATION_LOG_LEVELS[self._props.log_level.upper()],
+            system_log_level_v2=lambda_.SystemLogLevel[self._props.system_log_level.upper()],
             tracing=self.TRACING,
             environment=self._environment(),
             reserved_concurrent_executions=self._reserved.get(spec.name),

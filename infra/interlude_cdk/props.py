@@ -31,6 +31,8 @@ SQS_MAX_CONCURRENCY_RANGE = (2, 1000)
 # An SQS consumer without reserved concurrency gets this many concurrent invocations from its queue at most.
 DEFAULT_SQS_MAX_CONCURRENCY = 5
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Lambda's system log levels (its own records of each invocation).
+SYSTEM_LOG_LEVELS = ("DEBUG", "INFO", "WARN")
 MEMORY_RANGE_MB = (128, 10240)
 # A provisioned table's (or index's) capacity units a second, as DynamoDB's default per-table quota allows them
 # (Service Quotas: DynamoDB, "Table-level read/write throughput limit": 40,000 each, adjustable).
@@ -170,6 +172,10 @@ class InterludeProps:
     layer_dir: str | Path | None = None
     # Every function's log level (Powertools' LOG_LEVEL and Lambda's application log level): DEBUG ... CRITICAL.
     log_level: str = "INFO"
+    # Lambda's own records of each invocation (platform.start, platform.runtimeDone, platform.report): INFO keeps them
+    # (the report holds each invocation's duration and memory used); WARN sends only Lambda's warnings, about two
+    # thirds fewer log bytes per lifecycle (bench/cost_per_million.py prints both); DEBUG adds Lambda's debug records.
+    system_log_level: str = "INFO"
     domain: CustomDomain | None = None
     # Applies to the table, the token key ring, the customer-managed key's grants and the log groups.
     # RETAIN (default) keeps the data when the stack goes and turns on the table's deletion protection.
@@ -263,6 +269,10 @@ class InterludeProps:
                 raise ValueError(f"{prop} names no function of wiring.FUNCTIONS: {sorted(unknown)}")
         if self.log_level.upper() not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        if self.system_log_level.upper() not in SYSTEM_LOG_LEVELS:
+            raise ValueError(
+                f"system_log_level must be one of {', '.join(SYSTEM_LOG_LEVELS)}, not {self.system_log_level!r}"
+            )
         try:
             key_cache_seconds(self.key_cache_seconds)
         except ValueError as refused:

@@ -125,6 +125,8 @@ def test_function_has_own_log_group_with_retention(synth, spec):
     log_group_id = props["LoggingConfig"]["LogGroup"]["Ref"]
     assert synth.resources[log_group_id]["Type"] == "AWS::Logs::LogGroup"
     assert synth.resources[log_group_id]["Properties"]["RetentionInDays"] > 0
+    # and Lambda's own records of each invocation (its REPORT line: duration, memory used) are kept by default
+    assert props["LoggingConfig"]["SystemLogLevel"] == "INFO"
 
 
 def test_layers_are_built_for_the_functions_platform(synth):

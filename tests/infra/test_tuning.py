@@ -133,6 +133,7 @@ RESERVED = sum(spec.reserved_concurrency or 0 for spec in wiring.FUNCTIONS)
         ({"memory_mb": {"apii": 1024}}, "names no function"),
         ({"function_overrides": {"nope": print}}, "names no function"),
         ({"log_level": "VERBOSE"}, "log_level must be one of"),
+        ({"system_log_level": "WARNING"}, "system_log_level must be one of DEBUG, INFO, WARN, not 'WARNING'"),
         ({"key_cache_seconds": 61}, "key_cache_seconds must be 0-60 seconds, not 61"),
         ({"key_cache_seconds": -1}, "key_cache_seconds must be 0-60 seconds, not -1"),
         ({"security_groups": [object()]}, "need a vpc"),
@@ -210,6 +211,7 @@ def tuned(tmp_path_factory, prebuilt_layer) -> Synth:
         stack.build(
             layer_dir=str(prebuilt_layer),
             log_level="DEBUG",
+            system_log_level="warn",
             memory_mb=MEMORY,
             account_concurrency_quota=1000,
             provisioned_concurrency=PROVISIONED,
@@ -239,6 +241,8 @@ def test_memory_and_log_level_per_function(tuned, spec):
     assert props["Environment"]["Variables"]["LOG_LEVEL"] == "DEBUG"
     # Lambda's own filter of application logs says the same (a stdlib logger's DEBUG line reaches the log too)
     assert props["LoggingConfig"]["ApplicationLogLevel"] == "DEBUG"
+    # and Lambda's own records only where they warn (no start and report record per invocation)
+    assert props["LoggingConfig"]["SystemLogLevel"] == "WARN"
 
 
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
