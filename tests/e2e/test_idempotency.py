@@ -405,6 +405,9 @@ def test_the_same_sign_in_sent_again_is_answered_as_the_first_and_a_bad_key_as_a
     assert (first.status_code, first.headers.get(REPLAY)) == (200, None), first.text[:300]
     assert (again.status_code, again.headers.get(REPLAY)) == (200, "true"), again.text[:300]
     assert again.content == first.content
+    # with the session the first one opened: a replay that said "Signed in" and set no cookie left the caller out
+    assert opens_a_session(first)
+    assert again.raw.headers.getlist("Set-Cookie") == first.raw.headers.getlist("Set-Cookie")
     bad = send(**{"Idempotency-Key": "too-short"})
     assert (bad.status_code, bad.headers["Content-Type"].split(";")[0]) == (400, "text/html")
     assert "Sign in" in bad.text

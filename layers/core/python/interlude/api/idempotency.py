@@ -47,6 +47,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
+from aws_lambda_powertools.shared.cookies import Cookie
 
 from interlude import wiring
 from interlude.adapters import metrics
@@ -136,14 +137,27 @@ def _error_code(response: Response) -> str | None:
 def _to_cached(response: Response) -> CachedResponse:
     body = response.body
     headers = dict(response.headers)
+    cookies = tuple(str(cookie) for cookie in response.cookies)
     if isinstance(body, bytes):
-        return CachedResponse(response.status_code, headers, base64.b64encode(body).decode(), is_base64=True)
-    return CachedResponse(response.status_code, headers, "" if body is None else str(body))
+        return CachedResponse(response.status_code, headers, base64.b64encode(body).decode(), True, cookies)
+    return CachedResponse(response.status_code, headers, "" if body is None else str(body), False, cookies)
+
+
+class _SentCookie(Cookie):
+    """A Set-Cookie of a kept answer, sent again exactly as the first answer sent it (the resolver sends str(cookie))."""
+
+    def __init__(self, sent: str) -> None:
+        # Not Cookie's own __init__: that builds the header anew from its parts, which a kept answer no longer has.
+        self._sent = sent
+
+    def __str__(self) -> str:
+        return self._sent
 
 
 def _replay(cached: CachedResponse) -> Response:
-    body: str | bytes = base64.b64decode(cached.body) if cached.is_base64 else cached.body
-    return Response(status_code=cached.status, body=body, headers={**cached.headers, REPLAY_HEADER: "true"})
+    replayed = _given(cached)
+    replayed.headers[REPLAY_HEADER] = "true"
+    return replayed
 
 
 class _KeyedRequest(NamedTuple):
@@ -180,7 +194,8 @@ def _answer(existing: Existing, digest: str, operation: str) -> Response:
 def _given(cached: CachedResponse) -> Response:
     """The answer committed with the effect, exactly as a replay of it will read (without the replay mark)."""
     body: str | bytes = base64.b64decode(cached.body) if cached.is_base64 else cached.body
-    return Response(status_code=cached.status, body=body, headers=dict(cached.headers))
+    cookies: list[Cookie] = [_SentCookie(sent) for sent in cached.cookies]
+    return Response(status_code=cached.status, body=body, headers=dict(cached.headers), cookies=cookies)
 
 
 def _run_committed_with_effect(key: IdempotencyKey, handler: Callable[..., Response], params: dict[str, str]) -> Response:

@@ -55,15 +55,21 @@ class CachedResponse(NamedTuple):
     headers: dict[str, Any]
     body: str
     is_base64: bool = False
+    # Each Set-Cookie the answer sent (a console sign-in's session, a sign-out's clearing), as sent; kept only when
+    # there is one, and read as none from a record without (one 0.10.0 kept, or 0.10.0 reading this one: as before).
+    cookies: tuple[str, ...] = ()
 
     def to_json(self) -> str:
-        doc = {"status": self.status, "headers": self.headers, "body": self.body, "isBase64": self.is_base64}
+        doc: dict[str, Any] = {"status": self.status, "headers": self.headers, "body": self.body, "isBase64": self.is_base64}
+        if self.cookies:
+            doc["cookies"] = list(self.cookies)
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
     def from_json(text: str) -> "CachedResponse":
         doc = json.loads(text)
-        return CachedResponse(int(doc["status"]), dict(doc["headers"]), doc["body"], bool(doc.get("isBase64")))
+        cookies = tuple(str(c) for c in doc.get("cookies") or ())
+        return CachedResponse(int(doc["status"]), dict(doc["headers"]), doc["body"], bool(doc.get("isBase64")), cookies)
 
 
 class Claim(NamedTuple):
