@@ -51,6 +51,10 @@ class DeadlineFiring:
         formats.check("deadline schedule input", event.get(formats.FORMAT_FIELD))
         if DUE_SECOND in event:
             return self.fire_bucket(int(event[DUE_SECOND]), int(event[SHARD]))
+        if not isinstance(event.get("runId"), str):
+            # No schedule this release or an earlier one makes (a sweep a later release added, an input edited by
+            # hand): refused the same way, rather than counted as a deadline fired and acknowledged, its work lost.
+            raise ValueError(f"a schedule input that names no run and no due bucket: {sorted(event)}")
         return self.fired(event)
 
     def fire_bucket(self, second: int, shard: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from interlude.adapters import metrics
+from interlude.domain import formats
 from interlude.domain.ids import tenant_of
 from interlude.store.layout import tenant_of_pk
 from interlude.store.tenant_standing import TenantStanding
@@ -35,6 +36,17 @@ def message_body(raw: str) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def read_message(raw: str, kind: str) -> dict[str, Any]:
+    """A queued message of `kind` as its worker reads it: a JSON object in a format this release reads. Anything else
+    raises (its message fails, and after its queue's receives waits in its dead letters): a later release's message is
+    refused by name (interlude.item_too_new), never taken for the one this release would have written."""
+    body = json.loads(raw)
+    if not isinstance(body, dict):
+        raise ValueError(f"not a {kind} message: its body is JSON but not an object")
+    formats.check(f"{kind} message", body.get(formats.FORMAT_FIELD))
+    return body
+
+
 def message_tenant(body: dict[str, Any]) -> str | None:
     """The tenant a queued message or a schedule's input is for: named (callbacks, notifications), or its run's
     (actions, deadlines), or its item's partition (the outbox)."""
@@ -56,7 +68,9 @@ def admitted(standing: TenantStanding, destination: str, body: dict[str, Any]) -
     tenant = message_tenant(body)
     if tenant is None:
         return True
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()).hexdigest()
+    digest = hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    ).hexdigest()
     outcome = standing.admit(tenant, destination, digest[:40], body)
     if outcome == "act":
         return True

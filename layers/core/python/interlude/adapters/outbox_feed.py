@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
+from interlude.adapters.held_work import read_message
 from interlude.adapters.queues import send_grouped
 
 MESSAGE_VERSION = 1
@@ -27,6 +28,15 @@ def queued(record: dict[str, Any]) -> dict[str, Any]:
         "sk": keys[wiring.SORT_KEY]["S"],
         "seq": record["dynamodb"].get("SequenceNumber", ""),
     }
+
+
+def outbox_message(raw: str) -> dict[str, Any]:
+    """An outbox message's body as dispatch reads it: the item it names, in a format this release reads (else it
+    raises: the message fails alone, and after OUTBOX_MAX_RECEIVES waits in the outbox's dead letters)."""
+    message = read_message(raw, "outbox")
+    if not isinstance(message.get("pk"), str) or not isinstance(message.get("sk"), str):
+        raise ValueError("not an outbox message: it names no item")
+    return message
 
 
 def message_group(message: dict[str, Any]) -> str:
