@@ -48,13 +48,14 @@ def _loopback_callbacks(monkeypatch):
 
 def poison(tenant: str) -> dict[str, str]:
     """Bodies no worker's queue should ever carry, each the tenant's (so it is admitted, not held)."""
+    later = {"v": TOO_NEW, "tenant": tenant, "runId": f"{tenant}/r1", "pk": f"T#{tenant}#R#r1", "sk": "E#1"}
     return {
         "not-json": "{not json",
         "not-an-object": "[1, 2]",
         "no-fields": "{}",
-        "too-new": json.dumps(
-            {"v": TOO_NEW, "kind": "later", "tenant": tenant, "runId": f"{tenant}/r1", "pk": f"T#{tenant}#R#r1", "sk": "E#1"}
-        ),
+        "too-new": json.dumps({**later, "kind": "later"}),
+        # The callbacks queue's webhook deliveries are read apart from its notices
+        "too-new-webhook": json.dumps({**later, "kind": "webhook", "webhookId": "wh1", "sequence": 1}),
     }
 
 
@@ -111,7 +112,7 @@ def test_each_poisoned_message_fails_alone_counted_and_logged_with_why(name, wor
         assert len(errors) == len(batch)
         # And a later release's message is refused by name, never read as this release's
         for (kind, _), error in zip(batch, errors, strict=True):
-            if kind == "too-new":
+            if kind.startswith("too-new"):
                 assert f"format {TOO_NEW}, newer than this release" in error, error
 
 
@@ -138,7 +139,7 @@ def test_a_batch_mixing_good_and_poisoned_outbox_messages_takes_the_good_ones_on
     gate_runs(services, admin, 2)
     good = outbox_event(Stream(TABLE).take())["Records"]
     bad = sqs_records(wiring.OUTBOX_QUEUE, list(poison(world.tenant).values()))
-    mixed = [message for pair in zip(good, bad, strict=True) for message in pair]
+    mixed = [*bad[:1], *good[:2], *bad[1:3], *good[2:], *bad[3:]]
 
     # When dispatch takes the batch, and then the same batch again (SQS delivers at least once)
     first = lambda_runtime.invoke("dispatch", {"Records": mixed})
