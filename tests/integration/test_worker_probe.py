@@ -19,6 +19,7 @@ from interlude.adapters.outbox_feed import forward
 from interlude.domain.errors import Internal
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
+from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.stream import is_event_insert
 from tests.integration.test_dispatch_batch import gate_runs
 from tests.support.emf import as_function, of, written
@@ -152,6 +153,23 @@ def test_a_batch_mixing_good_and_poisoned_outbox_messages_takes_the_good_ones_on
     assert {f["itemIdentifier"] for f in first["batchItemFailures"]} == {r["messageId"] for r in bad}
     assert {f["itemIdentifier"] for f in second["batchItemFailures"]} == {r["messageId"] for r in bad}
     assert len(notices) == len(good)
+
+
+def test_an_outbox_message_naming_a_run_head_fails_alone_not_its_whole_batch(services, admin, world):
+    # Given a run's real outbox messages, and beside them one naming its head (no event-log item: the stream never
+    # forwards it, but a message edited by hand, or redriven from elsewhere, can)
+    (run,) = gate_runs(services, admin, 1, resolved=False)
+    good = outbox_event(Stream(TABLE).take())["Records"]
+    head = {"v": 1, "pk": run_pk(run), "sk": RUN_SK, "seq": "1"}
+    (odd,) = sqs_records(wiring.OUTBOX_QUEUE, [json.dumps(head)])
+
+    # When dispatch takes them together
+    answer = lambda_runtime.invoke("dispatch", {"Records": [odd, *good]})
+
+    # Then that one alone failed (the batch's one read of items and heads would refuse the same key twice), and the
+    # run's own record was dispatched: its callback notice queued
+    assert answer == {"batchItemFailures": [{"itemIdentifier": odd["messageId"]}]}
+    assert len(queued(world.queues["callbacks"])) == len(good)
 
 
 def test_an_outbox_message_naming_an_item_that_is_gone_is_dropped_as_documented(world):
