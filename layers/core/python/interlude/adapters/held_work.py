@@ -42,7 +42,7 @@ def read_message(raw: str, kind: str) -> dict[str, Any]:
     refused by name (interlude.item_too_new), never taken for the one this release would have written."""
     body = json.loads(raw)
     if not isinstance(body, dict):
-        raise ValueError(f"not a {kind} message: its body is JSON but not an object")
+        raise ValueError(f"not a message of the {kind} queue: its body is JSON but no object")
     formats.check(f"{kind} message", body.get(formats.FORMAT_FIELD))
     return body
 
