@@ -229,9 +229,10 @@ def test_the_stream_passes_no_remove_modify_or_ttl_deletion_and_forwards_them_ha
         {},
         {"sweep": "a-later-releases-sweep"},
         {"purpose": "interrupt", "nodeId": "gate", "due": 1},
+        {"runId": "t/r", "purpose": "a-later-releases-purpose", "due": 1},
         {"v": TOO_NEW, "runId": "t/r"},
     ],
-    ids=["no-input", "unknown-sweep", "no-run", "too-new"],
+    ids=["no-input", "unknown-sweep", "no-run", "unknown-purpose", "too-new"],
 )
 def test_a_schedule_input_that_names_nothing_this_release_fires_fails(event, world):
     # When the timeouts function is invoked with an input no schedule of this release carries
