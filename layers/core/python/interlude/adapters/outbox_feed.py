@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
-from interlude.adapters.held_work import read_message
 from interlude.adapters.queues import send_grouped
 
 MESSAGE_VERSION = 1
@@ -33,6 +32,9 @@ def queued(record: dict[str, Any]) -> dict[str, Any]:
 def outbox_message(raw: str) -> dict[str, Any]:
     """An outbox message's body as dispatch reads it: the item it names, in a format this release reads (else it
     raises: the message fails alone, and after OUTBOX_MAX_RECEIVES waits in the outbox's dead letters)."""
+    # Here, not at the top: the stream function, which only forwards, loads none of what reading one takes.
+    from interlude.adapters.held_work import read_message
+
     message = read_message(raw, "outbox")
     # Only an event-log item: the batch's one read takes each named item with its run's head, so a message naming the
     # head itself (or any other item the stream never forwards) would fail that read, and with it the whole batch.
