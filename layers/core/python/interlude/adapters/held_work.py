@@ -68,9 +68,7 @@ def admitted(standing: TenantStanding, destination: str, body: dict[str, Any]) -
     tenant = message_tenant(body)
     if tenant is None:
         return True
-    digest = hashlib.sha256(
-        json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    ).hexdigest()
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()).hexdigest()
     outcome = standing.admit(tenant, destination, digest[:40], body)
     if outcome == "act":
         return True

@@ -144,9 +144,7 @@ class LeasedWorker(ABC, Generic[W]):
         """The attempt's outcome written (settled under the claim, or recorded): the status the unit holds after it;
         None when it was not written (a claim that no longer stands, or a record that lost every round)."""
         if self.CLAIMS:
-            return (
-                status if self.ledger.settle(work.ref, claim.attempt, status, kept, self.clock(), claim.held) else None
-            )
+            return status if self.ledger.settle(work.ref, claim.attempt, status, kept, self.clock(), claim.held) else None
         return self.ledger.record(work.ref, claim, status, kept, self.clock())
 
     def dead_letter(self, work: W, claim: Claim, attempted: Attempted) -> str:
