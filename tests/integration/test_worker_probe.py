@@ -5,7 +5,11 @@ does. Every worker wiring.py declares is probed here, or this module says it is 
 What each must do: fail the poisoned message alone (a batch item failure, counted as RecordFailures and logged at
 ERROR with why), so that after its queue's receives it waits in its dead letters; refuse a later release's message by
 name (interlude.item_too_new), never take it for the one this release writes; take the good messages of the same
-batch; and take a message delivered twice once."""
+batch; and take a message delivered twice once.
+
+Probed elsewhere, not here: a suspended or deleted tenant's work, held once however often it comes and handed back on
+resume, or dropped (test_tenant_lifecycle.py); a fault before or after each AWS call of a worker, redelivered
+(test_resilience.py); a new run's batch ahead of its head (test_new_run_batches.py)."""
 
 from __future__ import annotations
 
@@ -242,6 +246,13 @@ def test_a_schedule_input_that_names_nothing_this_release_fires_fails(event, wor
     if event.get("v") == TOO_NEW:
         assert isinstance(refused.value, Internal)
         assert refused.value.code == "interlude.item_too_new"
+
+
+@pytest.mark.parametrize("schedule", wiring.RECURRING_SCHEDULES, ids=lambda schedule: schedule.name)
+def test_every_recurring_schedules_input_is_taken(schedule, world):
+    # The deployment's own schedules name no run: each is taken as what it is (no deadline fired), none refused as a
+    # foreign input
+    assert "events" not in lambda_runtime.invoke(wiring.SCHEDULES.target, dict(schedule.input))
 
 
 def test_a_schedule_input_naming_a_run_that_is_gone_fires_nothing(world):
