@@ -16,7 +16,6 @@ from interlude.coldstart import DATA_CLASSES, defer_unused_modules, importing, l
 
 with importing():
     defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
-    import json
     from functools import cache, partial
     from typing import Any
 
@@ -34,6 +33,7 @@ with importing():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor, side_by_side
     from interlude.adapters.held_work import admitted, message_body, queue_destination
+    from interlude.adapters.outbox_feed import outbox_message
     from interlude.adapters.queues import hide
     from interlude.app.caught import caught
     from interlude.app.dispatch import HeadNotYetCommitted, HeldBack, head_wait_retry_s
@@ -76,9 +76,7 @@ def dispatched(records: list[dict[str, Any]]) -> dict[str, BaseException]:
     named: list[tuple[str, dict[str, Any]]] = []
     for record in records:
         try:
-            message = json.loads(record["body"])
-            if not isinstance(message.get("pk"), str) or not isinstance(message.get("sk"), str):
-                raise ValueError("not an outbox message: it names no item")
+            message = outbox_message(record["body"])
             if admitted(standing(), queue_destination(OUTBOX_QUEUE), message):
                 named.append((record["messageId"], message))
             # else held for the tenant's resume, or dropped: the tenant is being deleted

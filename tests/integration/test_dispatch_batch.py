@@ -41,12 +41,12 @@ def _loopback_callbacks(monkeypatch):
     monkeypatch.setenv("PUBLIC_BASE_URL", "https://interlude.example.com")
 
 
-def gate_runs(services: Any, admin: Any, count: int, resolved: bool = True) -> list[str]:
+def gate_runs(services: Any, admin: Any, count: int, resolved: bool = True, callback_url: str = RECEIVER) -> list[str]:
     """`count` runs of an approval gate with a callback URL (so the outbox queues notices, counts time to decision and
     meters usage from the head), each resolved when `resolved`: two event items a run."""
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
     services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
-    request = CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": RECEIVER})
+    request = CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback_url})
     runs = [services.lifecycle.create_run(admin, request).runId for _ in range(count)]
     if resolved:
         for run_id in runs:
@@ -170,4 +170,3 @@ def test_a_notices_message_says_what_its_record_is_created_with_to_expire_as_dis
     said = [json.loads(m["Body"]).get(layout.CREATED_EXPIRY) for m in queued(queue)]
     assert said
     assert all(s == {"ttl": int(head["Item"]["ttl"]["N"])} for s in said), said
-

@@ -264,8 +264,9 @@ def test_a_bundle_reopened_but_never_queued_is_queued_by_the_sweep(services, adm
 
 def test_a_message_or_a_record_in_a_newer_format_is_refused_by_name(services, aws):
     worker = Worker(deliveries=DeliveryStore(services.store), sqs=None, secrets=None, settings=delivery_settings())  # type: ignore[arg-type]
+    later = {"v": formats.READS + 1, "tenant": "t", "callbackUrl": "https://x.example", "notices": []}
     with pytest.raises(Internal) as refused:
-        worker.receive({"v": formats.READS + 1, "tenant": "t", "callbackUrl": "https://x.example", "notices": []})
+        worker.handle({"body": json.dumps(later)})
     assert refused.value.code == "interlude.item_too_new"
 
     store = DeliveryStore(services.store)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from interlude import wiring
 from interlude.adapters import metrics
@@ -85,6 +85,15 @@ class DeadlineFiring:
 
     def fired(self, event: dict[str, Any]) -> dict[str, Any]:
         """One deadline's input: a deadline, a reminder or a task check."""
+        from interlude.engine.deadlines import Purpose  # with the first deadline, as the engine loads
+
+        # No input this release or an earlier one schedules (no run named: a sweep a later release added, an input
+        # edited by hand; or a purpose a later release added) is refused as a later format is, not counted as a
+        # deadline fired and acknowledged, its work lost. An input without a purpose applies what its run has due.
+        if not isinstance(event.get("runId"), str):
+            raise ValueError(f"a schedule input that names no run and no due bucket: {sorted(event)}")
+        if "purpose" in event and event["purpose"] not in get_args(Purpose):
+            raise ValueError(f"a schedule input of a purpose this release does not fire: {event['purpose']!r}")
         if not deadline_admitted(self.standing(), event):
             # Deferred for the tenant's resume (handed back to the scheduler then), or dropped: the tenant is going.
             return {"events": 0, "deferred": True}

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from interlude.adapters import metrics
+from interlude.domain import formats
 from interlude.domain.ids import tenant_of
 from interlude.store.layout import tenant_of_pk
 from interlude.store.tenant_standing import TenantStanding
@@ -33,6 +34,17 @@ def message_body(raw: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
+
+
+def read_message(raw: str, kind: str) -> dict[str, Any]:
+    """A queued message of `kind` as its worker reads it: a JSON object in a format this release reads. Anything else
+    raises (its message fails, and after its queue's receives waits in its dead letters): a later release's message is
+    refused by name (interlude.item_too_new), never taken for the one this release would have written."""
+    body = json.loads(raw)
+    if not isinstance(body, dict):
+        raise ValueError(f"not a message of the {kind} queue: its body is JSON but no object")
+    formats.check(f"{kind} message", body.get(formats.FORMAT_FIELD))
+    return body
 
 
 def message_tenant(body: dict[str, Any]) -> str | None:

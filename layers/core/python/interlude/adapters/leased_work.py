@@ -14,13 +14,13 @@ what its dead letter keeps (`send_dead_letter`).
 
 from __future__ import annotations
 
-import json
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar
 
+from interlude.adapters.held_work import read_message
 from interlude.store.leases import PENDING, Claim, Ledger, round_attempt
 
 DEAD = "dead"
@@ -87,6 +87,8 @@ class LeasedWorker(ABC, Generic[W]):
     # same moment. A worker whose unit may be done twice (its far side deduplicates) records each attempt after it
     # instead, in one write (store.leases.Ledger.record; ADR 0129).
     CLAIMS: ClassVar[bool] = True
+    # What its messages are called where one is refused (interlude.adapters.held_work.read_message).
+    MESSAGE: ClassVar[str]
 
     @property
     @abstractmethod
@@ -101,7 +103,7 @@ class LeasedWorker(ABC, Generic[W]):
 
     def handle(self, record: dict[str, Any]) -> str:
         """Process one SQS record: returns the outcome, or raises RetryLater."""
-        work = self.receive(json.loads(record["body"]))
+        work = self.receive(read_message(record["body"], self.MESSAGE))
         if isinstance(work, str):
             return work
         if self.CLAIMS:

@@ -29,6 +29,24 @@ def queued(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def outbox_message(raw: str) -> dict[str, Any]:
+    """An outbox message's body as dispatch reads it: the item it names, in a format this release reads (else it
+    raises: the message fails alone, and after OUTBOX_MAX_RECEIVES waits in the outbox's dead letters)."""
+    # Here, not at the top: the stream function, which only forwards, loads none of what reading one takes.
+    from interlude.adapters.held_work import read_message
+
+    message = read_message(raw, "outbox")
+    # Only an event-log item: the batch's one read takes each named item with its run's head, so a message naming the
+    # head itself (or any other item the stream never forwards) would fail that read, and with it the whole batch.
+    if (
+        not isinstance(message.get("pk"), str)
+        or not isinstance(message.get("sk"), str)
+        or not message["sk"].startswith(wiring.EVENT_ITEM_PREFIX)
+    ):
+        raise ValueError(f"not an outbox message: it names no event-log item ({wiring.EVENT_ITEM_PREFIX}…)")
+    return message
+
+
 def message_group(message: dict[str, Any]) -> str:
     """The tenant an outbox message is queued under (its MessageGroupId): the item's partition is `T#{tenant}#…`."""
     return str(message["pk"]).split("#", 2)[1]

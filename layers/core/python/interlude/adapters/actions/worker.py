@@ -87,6 +87,7 @@ class ActionWorker(LeasedWorker[Call]):
     # Killed mid-call, its message reappears once the lease has run out, and its receiver takes over: the lease
     # follows the node's own timeout, which the queue's visibility timeout does not know.
     HIDE_FOR_LEASE = True
+    MESSAGE = "action"
 
     @property
     def ledger(self) -> EffectStore:

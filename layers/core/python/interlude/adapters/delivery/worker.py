@@ -34,7 +34,6 @@ from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_
 from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.caught import caught
 from interlude.config.delivery import DeliverySettings
-from interlude.domain import formats
 from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.notice_bundles import applied, bundle_status
@@ -99,6 +98,7 @@ class Worker(LeasedWorker[Outgoing]):
     subscription_secret_cache: SubscriptionSecretCache | None = None
 
     CLAIMS = False
+    MESSAGE = "callback"
 
     @property
     def ledger(self) -> DeliveryStore:
@@ -119,7 +119,6 @@ class Worker(LeasedWorker[Outgoing]):
     def receive(self, message: dict[str, Any]) -> Outgoing | str:
         if message.get("kind") == MESSAGE_KIND:
             return self._webhook(message)
-        formats.check("callback message", message.get(formats.FORMAT_FIELD))
         if BUNDLE in message:
             return self._bundle(message)
         return self._notice(message, message["notice"])

@@ -100,6 +100,8 @@ class Worker(LeasedWorker[Recipient]):
     rand: Callable[[], float] = field(default=random.random)
     ca_file: str | None = None
 
+    MESSAGE = "notification"
+
     def __post_init__(self) -> None:
         self.notifications = NotificationStore(self.store)
         self.directory = DirectoryStore(self.store)
