@@ -246,7 +246,7 @@ def test_a_suspended_tenant_is_refused_on_every_route_and_another_tenant_is_not(
             # a public document, or the console's door (or the way to it): nothing of any tenant is read or done
             assert call(route.method, path, doomed.key, accept="text/html").status in (200, 303), route.operation
             continue
-        if route.module == "console.routes":
+        if route.module == wiring.CONSOLE_MODULE:
             if route.operation == "consoleSignIn":
                 got = call(route.method, path, body=sign_in_form, **console_headers(sign_in_cookies))
             else:

@@ -948,7 +948,7 @@ class Route(NamedTuple):
         carries), so the handler applies Idempotency-Key once that credential, its scope and the form's proof hold,
         keyed where the credential is (the session's tenant, as an API key's route is in the key's; a sign-in, in the
         signing-in key's own namespace); never before, where a replay would answer a request with no credential."""
-        return self.mutating and self.module == "console.routes"
+        return self.mutating and self.module == CONSOLE_MODULE
 
     @property
     def body_limited(self) -> bool:
@@ -1001,6 +1001,10 @@ CONSOLE_FORM_ERRORS = (*SIGNED_IN_ERRORS, "payload_too_large")
 
 
 # fmt: off
+# The route module of the operator console's pages and forms (interlude.api.console.routes).
+CONSOLE_MODULE = "console.routes"
+
+
 def console_route(
     method: str,
     path: str,
@@ -1013,7 +1017,7 @@ def console_route(
 ) -> Route:
     """A console page (GET) or form (POST: a write), in interlude.api.console.routes."""
     return Route(
-        method, path, operation, None, summary, module="console.routes",
+        method, path, operation, None, summary, module=CONSOLE_MODULE,
         idempotency="claimed" if method == "POST" else None, acts_as=acts_as,
         answers=answers or (CONSOLE_PAGE, CONSOLE_REDIRECT), errors=errors, params=params, html_errors=True,
     )
@@ -1022,7 +1026,7 @@ def console_route(
 # Where people browse, by the route module (Route.module) whose page refuses a path under the prefix that no route
 # answers (interlude.api.http.REFUSAL_PAGES): the console, and the approval links people open (one a mail or chat
 # tool has damaged, a slash or more appended).
-PAGE_PREFIXES = {"/console/": "console.routes", "/interrupts/": "tokens"}
+PAGE_PREFIXES = {"/console/": CONSOLE_MODULE, "/interrupts/": "tokens"}
 
 
 def page_module(path: str) -> str | None:
