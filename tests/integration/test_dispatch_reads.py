@@ -11,7 +11,6 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.client import BaseClient
 
 from interlude.composition import Services
 from interlude.domain.models.principal_requests import DelegateVoteRequest
@@ -24,38 +23,16 @@ from interlude.store.layout import interrupt_sk, run_pk
 from interlude.store.stream import is_event_insert, record_run_id, stream_events
 from tests.integration.conftest import signed_in
 from tests.integration.test_notify_worker import queued
+from tests.support.dynamodb_reads import Request, keys_read, recorded
 from tests.support.emf import as_function
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
 from tests.support.stream import Stream, dispatch
 
-Request = tuple[str, dict[str, Any]]
-
 
 @pytest.fixture
 def requests(monkeypatch: pytest.MonkeyPatch) -> list[Request]:
-    """Every DynamoDB request any client sends from now on: (operation, parameters), in order."""
-    sent: list[Request] = []
-    original = BaseClient._make_api_call
-
-    def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if client.meta.service_model.service_name == "dynamodb":
-            sent.append((operation, params))
-        return original(client, operation, params)
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", recording)
-    return sent
-
-
-def keys_read(requests: list[Request]) -> list[tuple[str, str, str]]:
-    """(operation, pk, sk) of every item a GetItem or BatchGetItem asked for."""
-    read = []
-    for operation, params in requests:
-        if operation == "GetItem":
-            read.append((operation, params["Key"]["pk"]["S"], params["Key"]["sk"]["S"]))
-        elif operation == "BatchGetItem":
-            read += [(operation, k["pk"]["S"], k["sk"]["S"]) for body in params["RequestItems"].values() for k in body["Keys"]]
-    return read
+    return recorded(monkeypatch)
 
 
 def run_of(services: Services, admin: Any, fixture: str, **request: Any) -> str:
