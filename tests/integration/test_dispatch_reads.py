@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 import json
 from contextlib import redirect_stdout
-from datetime import datetime
 from typing import Any
 
 import boto3
 import pytest
 
 from interlude.composition import Services
+from interlude.domain.clock import epoch_of
 from interlude.domain.models.principal_requests import DelegateVoteRequest
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
@@ -35,10 +35,10 @@ def requests(monkeypatch: pytest.MonkeyPatch) -> list[Request]:
     return recorded(monkeypatch)
 
 
-def run_of(services: Services, admin: Any, fixture: str, **request: Any) -> str:
+def run_of(services: Services, admin: Any, fixture: str) -> str:
     definition = json.loads((FIXTURES / f"{fixture}.json").read_text())
     services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
-    created = CreateRunRequest.model_validate({"workflowId": definition["id"], **request})
+    created = CreateRunRequest.model_validate({"workflowId": definition["id"]})
     return services.lifecycle.create_run(admin, created).runId
 
 
@@ -60,10 +60,6 @@ def dispatched_points(records: list[dict[str, Any]]) -> list[tuple[str, dict[str
             (directive,) = document["_aws"]["CloudWatchMetrics"]
             points += [(metric["Name"], document) for metric in directive["Metrics"]]
     return points
-
-
-def _instant(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 @pytest.mark.parametrize("fixture", ["conformance-approval", "conformance-approval-timeout"])
@@ -90,7 +86,7 @@ def test_time_to_decision_is_taken_from_the_inbox_keys_the_closing_record_names(
 
     # Then it reports the same time to decision as the interrupt's item says, without reading that item
     (point,) = [document["TimeToDecision"] for name, document in points if name == "TimeToDecision"]
-    assert (point[0] if isinstance(point, list) else point) == (_instant(resolved["timestamp"]) - _instant(raised_at)) * 1000
+    assert (point[0] if isinstance(point, list) else point) == (epoch_of(resolved["timestamp"]) - epoch_of(raised_at)) * 1000
     assert not [k for k in keys_read(requests) if k[1] == run_pk(run_id) and k[2] == interrupt_sk(f"{run_id}:gate:1")]
 
 
