@@ -15,12 +15,12 @@ import pytest
 import requests
 
 from interlude import wiring
-from interlude.api.console.session import SESSION_COOKIE, SIGN_IN_COOKIE
+from interlude.api.console.session import SIGN_IN_COOKIE
 from interlude.api.errors import status_for_code
 from interlude.domain import schemas
 from interlude.local.stack import TABLE_NAME
 from interlude.store.item_index import index_pk
-from tests.support.console import Console
+from tests.support.console import Console, opens_a_session
 from tests.support.local_stack import FIXTURES, Api, stack_client, tenant_admin_key, wire
 
 REPLAY = "OpenWOP-Idempotent-Replay"
@@ -378,10 +378,6 @@ def sign_in_as(api: Api, key: str) -> Callable[..., requests.Response]:
         )
 
     return send
-
-
-def opens_a_session(got: requests.Response) -> bool:
-    return any(c.startswith(SESSION_COOKIE + "=") for c in got.raw.headers.getlist("Set-Cookie"))
 
 
 def test_two_tenants_or_two_keys_sign_in_with_one_idempotency_key_each_to_their_own_session(tenant, stack_info):

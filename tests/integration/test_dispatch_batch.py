@@ -26,6 +26,7 @@ from interlude.store.layout import run_pk
 from interlude.store.stream import stream_events
 from interlude.store.tenants import TenantRecords
 from tests.integration.conftest import clear_of_a_month_end
+from tests.support.dynamodb_reads import Request, keys_read, recorded
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
 from tests.support.queues import queued
@@ -54,23 +55,9 @@ def gate_runs(services: Any, admin: Any, count: int, resolved: bool = True, call
     return runs
 
 
-def head_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Every read of a run head from now on, by the run's partition key (GetItem, and each key of a BatchGetItem)."""
-    reads: Counter[str] = Counter()
-    original = BaseClient._make_api_call
-
-    def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if operation == "GetItem" and params["Key"]["sk"]["S"] == "RUN":
-            reads[params["Key"]["pk"]["S"]] += 1
-        if operation == "BatchGetItem":
-            for body in params["RequestItems"].values():
-                for key in body["Keys"]:
-                    if key["sk"]["S"] == "RUN":
-                        reads[key["pk"]["S"]] += 1
-        return original(client, operation, params)
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", counting)
-    return reads
+def head_reads(requests: list[Request]) -> Counter[str]:
+    """Every read of a run head among `requests`, by the run's partition key (GetItem, and each key of a BatchGetItem)."""
+    return Counter(pk for _, pk, sk in keys_read(requests) if sk == layout.RUN_SK)
 
 
 def test_a_batch_reads_each_runs_head_once_for_all_its_records_and_handlers(services, admin, monkeypatch):
@@ -79,10 +66,11 @@ def test_a_batch_reads_each_runs_head_once_for_all_its_records_and_handlers(serv
     records = Stream(TABLE).take()
     event = outbox_event(records)
     assert len(event["Records"]) == 6
-    reads = head_reads(monkeypatch)
+    sent = recorded(monkeypatch)
 
     # When the dispatch function takes the batch
     answer = lambda_runtime.invoke("dispatch", event)
+    reads = head_reads(sent)
 
     # Then every record was handled, and each run's head was read once for the whole batch (not once per handler,
     # issue 31): the retention turn its end takes here reads it no other way, the run having ended within its items'
@@ -136,25 +124,21 @@ def test_a_warm_dispatch_mints_its_notices_links_without_reading_the_key_that_cr
     services, admin, monkeypatch
 ):
     # Given a dispatch instance that has taken a batch of notices of runs one key created
-    reads: Counter[str] = Counter()
-    original = BaseClient._make_api_call
+    sent = recorded(monkeypatch)
 
-    def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if operation == "GetItem" and params["Key"]["sk"]["S"] == "KEY":
-            reads[params["Key"]["pk"]["S"]] += 1
-        return original(client, operation, params)
+    def key_reads() -> int:
+        return sum(1 for operation, _, sk in keys_read(sent) if operation == "GetItem" and sk == layout.API_KEY_SK)
 
-    monkeypatch.setattr(BaseClient, "_make_api_call", counting)
     monkeypatch.setattr(app_keys, "time", SimpleNamespace(monotonic=lambda: 0.0))  # within its period however slow
     lambda_runtime.fresh_instances()
     gate_runs(services, admin, 1, resolved=False)
     assert lambda_runtime.invoke("dispatch", outbox_event(Stream(TABLE).take())) == {"batchItemFailures": []}
-    assert sum(reads.values()) == 1
+    assert key_reads() == 1
     # When it takes the next batch, three more such runs' notices, within the key cache's period
     gate_runs(services, admin, 3, resolved=False)
     assert lambda_runtime.invoke("dispatch", outbox_event(Stream(TABLE).take())) == {"batchItemFailures": []}
     # Then their links were minted on the key as it read it, through the cache the API reads keys through (ADR 0177)
-    assert sum(reads.values()) == 1
+    assert key_reads() == 1
 
 
 def test_a_notices_message_says_what_its_record_is_created_with_to_expire_as_dispatch_read_the_head(services, admin):

@@ -6,14 +6,13 @@ from __future__ import annotations
 import io
 import json
 from contextlib import redirect_stdout
-from datetime import datetime
 from typing import Any
 
 import boto3
 import pytest
-from botocore.client import BaseClient
 
 from interlude.composition import Services
+from interlude.domain.clock import epoch_of
 from interlude.domain.models.principal_requests import DelegateVoteRequest
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
@@ -24,44 +23,22 @@ from interlude.store.layout import interrupt_sk, run_pk
 from interlude.store.stream import is_event_insert, record_run_id, stream_events
 from tests.integration.conftest import signed_in
 from tests.integration.test_notify_worker import queued
+from tests.support.dynamodb_reads import Request, keys_read, recorded
 from tests.support.emf import as_function
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
 from tests.support.stream import Stream, dispatch
 
-Request = tuple[str, dict[str, Any]]
-
 
 @pytest.fixture
 def requests(monkeypatch: pytest.MonkeyPatch) -> list[Request]:
-    """Every DynamoDB request any client sends from now on: (operation, parameters), in order."""
-    sent: list[Request] = []
-    original = BaseClient._make_api_call
-
-    def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if client.meta.service_model.service_name == "dynamodb":
-            sent.append((operation, params))
-        return original(client, operation, params)
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", recording)
-    return sent
+    return recorded(monkeypatch)
 
 
-def keys_read(requests: list[Request]) -> list[tuple[str, str, str]]:
-    """(operation, pk, sk) of every item a GetItem or BatchGetItem asked for."""
-    read = []
-    for operation, params in requests:
-        if operation == "GetItem":
-            read.append((operation, params["Key"]["pk"]["S"], params["Key"]["sk"]["S"]))
-        elif operation == "BatchGetItem":
-            read += [(operation, k["pk"]["S"], k["sk"]["S"]) for body in params["RequestItems"].values() for k in body["Keys"]]
-    return read
-
-
-def run_of(services: Services, admin: Any, fixture: str, **request: Any) -> str:
+def run_of(services: Services, admin: Any, fixture: str) -> str:
     definition = json.loads((FIXTURES / f"{fixture}.json").read_text())
     services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
-    created = CreateRunRequest.model_validate({"workflowId": definition["id"], **request})
+    created = CreateRunRequest.model_validate({"workflowId": definition["id"]})
     return services.lifecycle.create_run(admin, created).runId
 
 
@@ -83,10 +60,6 @@ def dispatched_points(records: list[dict[str, Any]]) -> list[tuple[str, dict[str
             (directive,) = document["_aws"]["CloudWatchMetrics"]
             points += [(metric["Name"], document) for metric in directive["Metrics"]]
     return points
-
-
-def _instant(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 @pytest.mark.parametrize("fixture", ["conformance-approval", "conformance-approval-timeout"])
@@ -113,7 +86,7 @@ def test_time_to_decision_is_taken_from_the_inbox_keys_the_closing_record_names(
 
     # Then it reports the same time to decision as the interrupt's item says, without reading that item
     (point,) = [document["TimeToDecision"] for name, document in points if name == "TimeToDecision"]
-    assert (point[0] if isinstance(point, list) else point) == (_instant(resolved["timestamp"]) - _instant(raised_at)) * 1000
+    assert (point[0] if isinstance(point, list) else point) == (epoch_of(resolved["timestamp"]) - epoch_of(raised_at)) * 1000
     assert not [k for k in keys_read(requests) if k[1] == run_pk(run_id) and k[2] == interrupt_sk(f"{run_id}:gate:1")]
 
 

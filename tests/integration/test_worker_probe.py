@@ -66,12 +66,12 @@ def poison(tenant: str) -> dict[str, str]:
     }
 
 
-def sqs_records(queue: str, bodies: list[str], prefix: str = "p") -> list[dict]:
+def sqs_records(queue: str, bodies: list[str]) -> list[dict]:
     return [
         to_event_record(
             {
-                "MessageId": f"{prefix}{i}",
-                "ReceiptHandle": f"receipt-{prefix}{i}",
+                "MessageId": f"p{i}",
+                "ReceiptHandle": f"receipt-p{i}",
                 "Body": body,
                 "Attributes": {"ApproximateReceiveCount": "1"},
             },
@@ -191,7 +191,7 @@ def test_an_outbox_message_naming_an_item_that_is_gone_is_dropped_as_documented(
     # Given an outbox message for an item of a run that does not exist (deleted since, or never was)
     body = {"v": 1, "pk": f"T#{world.tenant}#R#01HZZZZZZZZZZZZZZZZZZZZZZZ", "sk": "E#00000001", "seq": "1"}
     with function_log("dispatch") as lines:
-        answer = lambda_runtime.invoke("dispatch", {"Records": sqs_records("outbox", [json.dumps(body)])})
+        answer = lambda_runtime.invoke("dispatch", {"Records": sqs_records(wiring.OUTBOX_QUEUE, [json.dumps(body)])})
 
     # Then it succeeds, saying so (dispatch's documented outcome: nothing to do)
     assert answer == {"batchItemFailures": []}

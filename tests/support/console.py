@@ -8,6 +8,7 @@ from typing import Any
 
 import requests
 
+from interlude.api.console.session import SESSION_COOKIE
 from tests.support.local_stack import Api
 
 PROOF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -39,6 +40,11 @@ class Console:
         assert got.status_code == 200, got.text[:500]
         assert 'http-equiv="refresh" content="0;url=/console/inbox"' in got.text
         return self
+
+
+def opens_a_session(got: requests.Response) -> bool:
+    """Whether the answer sets a console session's cookie."""
+    return any(c.startswith(SESSION_COOKIE + "=") for c in got.raw.headers.getlist("Set-Cookie"))
 
 
 def gate_workflow(api: Api, **config: Any) -> str:
