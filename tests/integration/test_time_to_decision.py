@@ -82,7 +82,7 @@ def test_a_decision_reports_the_milliseconds_since_the_interrupt_was_raised(serv
     services.decisions.resolve_interrupt(signed_in(services, "bob"), run_id, "gate", {"action": "accept"})
     capsys.readouterr()
 
-    metrics.on_events(services.store, run_id, decided_transition(services, run_id))
+    metrics.on_events(services.held_runs, run_id, decided_transition(services, run_id))
 
     assert time_to_decision_points(capsys) == [
         ({"deployment": "prod-eu", "kind": "approval", "outcome": "granted"}, 450_250.0)
@@ -95,7 +95,7 @@ def test_a_timeout_reports_the_wait_under_outcome_timeout(services, clock, in_la
     services.runs.fire_deadline({"runId": run_id})  # recorded when the deadline is applied, 4 s after the raise
     capsys.readouterr()
 
-    metrics.on_events(services.store, run_id, decided_transition(services, run_id))
+    metrics.on_events(services.held_runs, run_id, decided_transition(services, run_id))
 
     assert time_to_decision_points(capsys) == [
         ({"deployment": "prod-eu", "kind": "approval", "outcome": "timeout"}, 4_000.0)

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from interlude.app.ports import RunRecords
+    from interlude.app.ports import DispatchedRuns
 
 from interlude.config.runtime import DEPLOYMENT_ENV as DEPLOYMENT_ENV
 from interlude.config.runtime import runtime_settings
@@ -87,7 +87,7 @@ def decision_outcome(payload: dict[str, Any]) -> str:
     return str(payload.get("decision") or payload.get("action") or "resolved")
 
 
-def on_events(records: RunRecords, run_id: str, events: list[dict[str, Any]]) -> None:
+def on_events(records: DispatchedRuns, run_id: str, events: list[dict[str, Any]]) -> None:
     """Outbox handler: interrupts raised and decided, counted from the event log itself, and how long each took."""
     decided = []
     for event in events:
@@ -101,7 +101,7 @@ def on_events(records: RunRecords, run_id: str, events: list[dict[str, Any]]) ->
         time_to_decision(records, run_id, decided)
 
 
-def time_to_decision(records: RunRecords, run_id: str, resolved: list[dict[str, Any]]) -> None:
+def time_to_decision(records: DispatchedRuns, run_id: str, resolved: list[dict[str, Any]]) -> None:
     # Imported here, only where metrics are written: the API and callbacks functions count with this module and
     # import no engine package for it (cold starts). The visits' names, not the engine's run rules.
     from interlude.engine.visits import interrupt_key, visit_of

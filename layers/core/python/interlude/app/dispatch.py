@@ -386,7 +386,7 @@ def handle_record(
     record: dict[str, Any],
     inbox: InboxEntries,
     outbox: Sequence[OutboxHandler],
-    records: RunRecords,
+    records: HeldRuns,
     advance: Advance,
 ) -> None:
     found = stream_events(record)
@@ -394,10 +394,9 @@ def handle_record(
         return
     run_id, events = found
     closed = closed_inbox_entries(record)
-    if isinstance(records, HeldRuns):
-        records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
-        records.hold_expiry(run_id, record.get(HELD_HEAD_EXPIRY))
-        records.hold_closed(run_id, closed_gates(closed))
+    records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
+    records.hold_expiry(run_id, record.get(HELD_HEAD_EXPIRY))
+    records.hold_closed(run_id, closed_gates(closed))
     # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.
     inbox.delete_inbox_entries(closed)
@@ -410,7 +409,6 @@ def handle_record(
         and got[0].queue
         and (whole := records.get_run(run_id)) is not None
         and advance(run_id, whole)
-        and isinstance(records, HeldRuns)
     ):
         # The run moved: the next record of its run in this batch reads it again.
         records.stale(run_id)

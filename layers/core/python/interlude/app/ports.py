@@ -26,11 +26,14 @@ if TYPE_CHECKING:
     from interlude.rules.limits import Limits
     from interlude.store.audit import Listed
     from interlude.store.idempotency import AnsweredRecord
-    from interlude.store.inbox import EntryFilter, InboxPage
+    from interlude.store.inbox import ClosedGate, EntryFilter, InboxPage
     from interlude.store.interactions import SettingsRead
     from interlude.store.item_index import ItemIndexReader
     from interlude.store.live import Follower, LiveConnection
+    from interlude.store.retention import RetainedRun
     from interlude.store.tasks import Claim, ReadyEntry, Task
+
+T = TypeVar("T")
 
 
 # -- the store's capabilities ------------------------------------------------------------------------------------
@@ -76,13 +79,34 @@ class RunRecords(Protocol):
 
     def raised_any(self, run_id: str, keys: list[str]) -> bool: ...
 
-    def raised_at(self, run_id: str, key: str, interrupt_id: str | None = None) -> str | None: ...
+    def raised_at(self, run_id: str, key: str) -> str | None: ...
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None: ...
 
     def gate_close(
         self, run_id: str, node_id: str, interrupt_id: str, after_seq: int
     ) -> tuple[str, dict[str, Any]] | None: ...
+
+
+class DispatchedRuns(RunRecords, Protocol):
+    """The run records an outbox handler reads (app/dispatch.HeldRuns): besides the store's, what dispatch holds for
+    the record being dispatched and the batch it came in."""
+
+    def once(self, key: Any, read: Callable[[], T]) -> T:
+        """`read()`'s answer, read once for the batch being dispatched."""
+        ...
+
+    def closed_gate(self, run_id: str, interrupt_id: str) -> ClosedGate | None:
+        """The gate the record closed under `interrupt_id`, as its inbox keys tell it; None: not so told."""
+        ...
+
+    def held_retained(self, run_id: str) -> RetainedRun | None:
+        """The run's head and expiry as read with the record's batch; None: not read with it."""
+        ...
+
+    def raised_at(self, run_id: str, key: str, interrupt_id: str | None = None) -> str | None:
+        """When the gate was raised: from the record that closed it where it names `interrupt_id`, else its item."""
+        ...
 
 
 class RunIndex(Protocol):
@@ -383,7 +407,6 @@ class Anchors(Protocol):
 SigningKeySource = Callable[[], Any]
 AnchorsSource = Callable[[], "Anchors | None"]
 
-T = TypeVar("T")
 R = TypeVar("R")
 # Runs each of a list of jobs, side by side or not, and answers their results in the same order (dispatch's runs, the
 # audit listing's chains: adapters/batch.side_by_side).

@@ -115,10 +115,9 @@ class RunStore(Table):
         value = run_expiry(self.client, self.table, run_id).get(wiring.TTL_ATTRIBUTE)
         return int(value["N"]) if value else None
 
-    def raised_at(self, run_id: str, key: str, interrupt_id: str | None = None) -> str | None:
-        """When the interrupt raised under `key` was raised (it may be open or closed); None if none was. `interrupt_id`:
-        its id, where the caller knows it (dispatch answers from the record that closed it: app/dispatch.py HeldRuns);
-        its item is found by its key."""
+    def raised_at(self, run_id: str, key: str) -> str | None:
+        """When the interrupt raised under `key` was raised (it may be open or closed), read from its item; None if none
+        was (dispatch answers from the record that closed it where it can: app/dispatch.py HeldRuns.raised_at)."""
         got = self.client.get_item(
             TableName=self.table,
             Key=a.key(run_pk(run_id), interrupt_sk(key)),

@@ -18,7 +18,7 @@ from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.rules.auth import RESOLVE_SCOPE, active_key
 
 if TYPE_CHECKING:
-    from interlude.app.ports import KeyLookup, RunRecords
+    from interlude.app.ports import DispatchedRuns, KeyLookup
     from interlude.domain.clock import Clock
     from interlude.rules.tokens.scheme import Intent
 
@@ -48,7 +48,7 @@ def link_minter(keys: KeyLookup, clock: Clock, state: RunState) -> TokenMinter:
 
 
 def callback_notices(
-    records: RunRecords, keys: KeyLookup, clock: Clock, run_id: str, events: list[dict[str, Any]]
+    records: DispatchedRuns, keys: KeyLookup, clock: Clock, run_id: str, events: list[dict[str, Any]]
 ) -> None:
     if not wants_notices(events):
         return
@@ -67,13 +67,12 @@ def callback_notices(
     send_messages(cfg.queue_url, messages, "delivery message", state.tenant)
 
 
-def created_expiry(records: RunRecords, run_id: str) -> dict[str, int] | None:
+def created_expiry(records: DispatchedRuns, run_id: str) -> dict[str, int] | None:
     """What the deliveries' records are created with to expire, from the run's head as dispatch read it with the
     record's batch (CREATED_EXPIRY); None where it was not read so."""
-    from interlude.app.dispatch import HeldRuns
     from interlude.store.expiry import created_expiry_of
 
-    held = records.held_retained(run_id) if isinstance(records, HeldRuns) else None
+    held = records.held_retained(run_id)
     if held is None:
         return None
 

@@ -22,20 +22,18 @@ from interlude.domain.ids import tenant_of
 from interlude.rules.webhooks import wants
 
 if TYPE_CHECKING:
-    from interlude.app.ports import RunRecords, WebhookRecords
+    from interlude.app.ports import DispatchedRuns, WebhookRecords
 
 
 def webhook_deliveries(
-    subscriptions_of: WebhookRecords, records: RunRecords, run_id: str, events: list[dict[str, Any]]
+    subscriptions_of: WebhookRecords, records: DispatchedRuns, run_id: str, events: list[dict[str, Any]]
 ) -> None:
     """The dispatch outbox handler: one queued delivery per (subscription that wants it, event)."""
-    from interlude.app.dispatch import HeldRuns
-
     tenant = tenant_of(run_id)
     # Strongly consistent: a subscription whose creation returned before an event was committed receives it (an
     # eventually consistent read may miss one created a moment before).
     read = partial(subscriptions_of.of_tenant, tenant, consistent=True)
-    subscriptions = records.once(("subscriptions", tenant), read) if isinstance(records, HeldRuns) else read()
+    subscriptions = records.once(("subscriptions", tenant), read)
     types = {e.get("type") for e in events}
     wanted = [s for s in subscriptions if types & set(s["events"])]
     if not wanted:

@@ -54,7 +54,7 @@ from interlude.rules.interrupts.decide import named_by
 from interlude.rules.interrupts.delegation import Delegator, still_asked, vote_in
 
 if TYPE_CHECKING:
-    from interlude.app.ports import DefinitionSource, DirectoryRecords, NotificationLog, RunRecords
+    from interlude.app.ports import DefinitionSource, DirectoryRecords, DispatchedRuns, NotificationLog
     from interlude.domain.clock import Clock
     from interlude.domain.models.tenants import TenantSettings
 
@@ -88,7 +88,7 @@ class NotificationOutbox:
 
     def __init__(
         self,
-        records: RunRecords,
+        records: DispatchedRuns,
         directory: DirectoryRecords,
         tenant_settings: Callable[[str], TenantSettings],
         definitions: DefinitionSource,
@@ -186,9 +186,7 @@ class NotificationOutbox:
         nobody handed their vote over (a delegation lists the gate under the delegate's `P#` family, and the record
         that closed it names its inbox entries: app/dispatch.py HeldRuns.closed_gate). Every release since 0.9.0
         tells and lists a gate so. Anything else, and a close read other than with its record, asks the log."""
-        from interlude.app.dispatch import HeldRuns
-
-        closed = self.records.closed_gate(state.runId, interrupt_id) if isinstance(self.records, HeldRuns) else None
+        closed = self.records.closed_gate(state.runId, interrupt_id)
         if closed is None or any(family.startswith("P#") for family in closed.families):
             return False
         node = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id)
