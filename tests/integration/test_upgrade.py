@@ -576,6 +576,10 @@ def previous_release(work: Path, *args: Any) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, str(READER), *map(str, args)], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
+    # Its answer is the one line it prints itself (exit 1: with refusals listed in it); the previous release's own log
+    # lines may come before or after it. A reader that stopped without it (an uncaught error also exits 1) says why.
+    answer = next((line for line in reversed(done.stdout.splitlines()) if line.startswith('{"release"')), None)
     assert done.returncode in (0, 1), done.stderr[-4000:]
-    # Its answer is the one line it prints itself; the previous release's own log lines may come before or after it.
-    return next(json.loads(line) for line in reversed(done.stdout.splitlines()) if line.startswith('{"release"'))
+    assert answer is not None, done.stderr[-4000:]
+    found: dict[str, Any] = json.loads(answer)
+    return found
