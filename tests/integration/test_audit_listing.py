@@ -199,7 +199,7 @@ def test_an_entry_past_the_head_that_does_not_chain_is_never_listed_not_even_bel
 
     first = services.audit.entries_page(tenant, 50, None)
     # A cursor past what lies there: none issued reaches beyond a tail, but one may be made
-    forged = base64.urlsafe_b64encode(json.dumps({"before": {"1": 9, "2": 9}}).encode()).decode()
+    forged = items.encode_before({1: 9, 2: 9}, tenant)
     later = services.audit.entries_page(tenant, 50, forged)
 
     for page in (first, later):
@@ -252,17 +252,18 @@ def test_this_releases_cursor_is_one_the_previous_release_reads_and_the_previous
     first = services.audit.entries_page(tenant, 5, None)
     # The previous release continues below each chain's sequence, as this release does
     assert previous.decode_before(first["cursor"], tenant) == items.decode_before(first["cursor"], tenant)
-    # and a cursor it issued (the sequence to continue below, for each chain with entries left, naming no tenant)
-    # lists the rest
-    rest = services.audit.entries_page(tenant, 50, previous.encode_before(items.decode_before(first["cursor"], tenant) or {}))
+    # and a cursor it issued (the sequence to continue below, for each chain with entries left, and its tenant since
+    # 0.11.0) lists the rest
+    issued = previous.encode_before(items.decode_before(first["cursor"], tenant) or {}, tenant)
+    rest = services.audit.entries_page(tenant, 50, issued)
     listed = [(e["chain"], e["seq"]) for e in first["entries"] + rest["entries"]]
     assert sorted(listed) == sorted(entries(services, tenant, range(4)))
     assert len(listed) == len(set(listed))
 
 
 def test_a_cursor_is_read_by_the_listing_of_the_tenant_it_was_issued_to_alone(services, tenant, monkeypatch) -> None:
-    """A cursor names the tenant whose listing issued it: another tenant's listing refuses it, as it refuses one with a
-    field the listing does not know."""
+    """A cursor names the tenant whose listing issued it: another tenant's listing refuses it, as every listing refuses
+    one naming no tenant (0.10.0's, two releases back) or with a field the listing does not know."""
     appended = Appended(services, tenant, clock.now() - timedelta(hours=1))
     for chain in range(3):
         appended.at_once(chain, 4, monkeypatch)
@@ -273,10 +274,12 @@ def test_a_cursor_is_read_by_the_listing_of_the_tenant_it_was_issued_to_alone(se
     with pytest.raises(Invalid) as refused:
         services.audit.entries_page("other", 50, first["cursor"])
     assert refused.value.details == {"field": "cursor"}
-    plain = {"before": {str(chain): seq for chain, seq in before.items()}, "t": tenant, "x": 1}
-    unknown = base64.urlsafe_b64encode(json.dumps(plain).encode()).decode().rstrip("=")
-    with pytest.raises(Invalid):
-        services.audit.entries_page(tenant, 50, unknown)
+    positions = {str(chain): seq for chain, seq in before.items()}
+    for plain in ({"before": positions}, {"before": positions, "t": tenant, "x": 1}):
+        cursor = base64.urlsafe_b64encode(json.dumps(plain).encode()).decode().rstrip("=")
+        with pytest.raises(Invalid) as refused:
+            services.audit.entries_page(tenant, 50, cursor)
+        assert refused.value.details == {"field": "cursor"}
 
 
 def previous_store_audit(work: Any, monkeypatch: pytest.MonkeyPatch) -> ModuleType:

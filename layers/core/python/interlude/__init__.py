@@ -2,4 +2,4 @@
 
 # The one place the release is named (semantic versioning; CHANGELOG.md has an entry for each): the package's version
 # (pyproject reads it), discovery's implementation.version and `interlude --version`.
-__version__ = "0.11.0"
+__version__ = "0.12.0"

@@ -947,16 +947,16 @@ def encode_before(before: dict[int, int], tenant: str) -> str:
 
 
 def decode_before(cursor: str, tenant: str) -> dict[int, int] | None:
-    """What `encode_before` wrote, or None: one naming another tenant is refused. A cursor that names none was issued by
-    0.10.0 (which reads `t` but did not write it: 0.9.0 refused a field it did not know), and is read for the tenant
-    that presents it, so a page in flight across the upgrade goes on."""
+    """What `encode_before` wrote, or None: one naming another tenant, or none, is refused. Every cursor names its
+    tenant since 0.11.0 (0.10.0 read `t` but did not write it, and 0.11.0 read its cursors naming none, so a page in
+    flight across that upgrade went on); this release's previous, 0.11.0, issues no other."""
     try:
         plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
         return None
-    if not isinstance(plain, dict) or not {"before"} <= set(plain) <= {"before", "t"}:
+    if not isinstance(plain, dict) or set(plain) != {"before", "t"}:
         return None
-    if not isinstance(plain["before"], dict) or plain.get("t", tenant) != tenant:
+    if not isinstance(plain["before"], dict) or plain["t"] != tenant:
         return None
     before: dict[int, int] = {}
     for chain, seq in plain["before"].items():
