@@ -44,12 +44,16 @@ def _props_from_context(stack: InterludeStack) -> dict:
     context = stack.node.try_get_context
     props: dict = {"layer_dir": choose_layer_dir(stack), "log_level": context("logLevel") or "INFO"}
     if context("domainName"):
+        if not context("certificateArn"):
+            raise ValueError("-c domainName needs -c certificateArn: an ACM certificate for it in the stack's region")
         certificate = acm.Certificate.from_certificate_arn(stack, "Certificate", context("certificateArn"))
         props["domain"] = CustomDomain(domain_name=context("domainName"), certificate=certificate)
     if context("alarmTopicArn"):
         props["alarm_topic"] = sns.Topic.from_topic_arn(stack, "AlarmTopic", context("alarmTopicArn"))
     if context("accountConcurrencyQuota"):
-        props["account_concurrency_quota"] = int(context("accountConcurrencyQuota"))
+        quota = str(context("accountConcurrencyQuota"))
+        # As the CLI passes it: text. Anything but digits reaches the construct as it is, which refuses it by name.
+        props["account_concurrency_quota"] = int(quota) if quota.isdigit() else quota
     if context("existingTableName"):
         props["existing_table"] = ExistingTable(
             table_name=context("existingTableName"),

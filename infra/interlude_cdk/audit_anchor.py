@@ -19,6 +19,7 @@ from constructs import Construct
 
 from interlude import wiring
 from interlude_cdk.functions import acknowledge_run_time_resources
+from interlude_cdk.props import require_whole
 
 LOCK_MODES = ("COMPLIANCE", "GOVERNANCE")
 # S3's bounds on a default retention in days (PutObjectLockConfiguration).
@@ -40,8 +41,7 @@ class AuditAnchors(Construct):
         super().__init__(scope, construct_id)
         if lock_mode not in LOCK_MODES:
             raise ValueError(f"audit_anchor_lock_mode must be one of {', '.join(LOCK_MODES)}, not {lock_mode!r}")
-        if not RETENTION_DAYS[0] <= retention_days <= RETENTION_DAYS[1]:
-            raise ValueError(f"audit_anchor_retention_days must be {RETENTION_DAYS[0]}-{RETENTION_DAYS[1]}, not {retention_days}")
+        require_whole("audit_anchor_retention_days", retention_days, *RETENTION_DAYS)
         spec = wiring.AUDIT_ANCHOR_BUCKET
         retention = Duration.days(retention_days)
         lock = s3.ObjectLockRetention.compliance if lock_mode == "COMPLIANCE" else s3.ObjectLockRetention.governance

@@ -13,11 +13,10 @@ import json
 from collections.abc import Mapping
 
 import jsii
-from aws_cdk import Acknowledgment, ArnFormat, Duration, IStableStringProducer, Lazy, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Duration, IStableStringProducer, Lazy, Names, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -26,9 +25,16 @@ from interlude.config.delivery import PUBLIC_BASE_URL_ENV
 from interlude_cdk.functions import (
     acknowledge_dead_letter_queue,
     acknowledge_run_time_resources,
+    event_source_mapping,
     pascal_case,
     queue_encryption,
 )
+
+# The tags every run-time secret is created with travel in an environment variable (wiring.CREATED_SECRETS_TAGS_ENV)
+# of each function that creates secrets, within Lambda's 4 KB a function ("Lambda quotas"); the rest of the largest such
+# environment, with the longest deployment name and every optional variable, stays under 3 KB
+# (tests/infra/test_construct_probe.py).
+CREATED_SECRET_TAGS_BYTES = 1024
 
 
 class CallbackDelivery(Construct):
@@ -89,17 +95,22 @@ class CallbackDelivery(Construct):
             function.add_environment(wiring.queue(name).url_env, queue.queue_url)
         if spec.consumes:
             queue = self.queues[spec.consumes]
-            # The event source grants exactly wiring.QUEUE_CONSUME_ACTIONS on this queue (asserted in tests/infra).
-            self._invoked[spec.name].add_event_source(
-                event_sources.SqsEventSource(
-                    queue,
-                    batch_size=spec.batch_size,
-                    report_batch_item_failures=True,
-                    # At most its reserved concurrency (InterludeProps.sqs_max_concurrency): pollers beyond it would
-                    # be throttled, and each throttled receive counts toward the queue's redrive.
-                    max_concurrency=self._max_concurrency[spec.name],
-                )
+            invoked = self._invoked[spec.name]
+            # SqsEventSource's mapping (its id too, so a stack deployed before keeps it), made under the function
+            # rather than under whatever invokes it (interlude_cdk.functions.event_source_mapping).
+            event_source_mapping(
+                function,
+                invoked,
+                f"SqsEventSource:{Names.node_unique_id(queue.node)}",
+                event_source_arn=queue.queue_arn,
+                batch_size=spec.batch_size,
+                report_batch_item_failures=True,
+                # At most its reserved concurrency (InterludeProps.sqs_max_concurrency): pollers beyond it would
+                # be throttled, and each throttled receive counts toward the queue's redrive.
+                max_concurrency=self._max_concurrency[spec.name],
             )
+            # Exactly wiring.QUEUE_CONSUME_ACTIONS on this queue, as SqsEventSource grants them (tests/infra assert it).
+            queue.grant_consume_messages(invoked)
             Validations.of(function).acknowledge(
                 Acknowledgment(
                     id="Serverless-LambdaEventSourceMappingDestination",
@@ -143,4 +154,11 @@ class _StackTagsJson:
         self._own = dict(own)
 
     def produce(self) -> str:
-        return json.dumps({**self._stack.tags.tag_values(), **self._own}, sort_keys=True, separators=(",", ":"))
+        tags = json.dumps({**self._stack.tags.tag_values(), **self._own}, sort_keys=True, separators=(",", ":"))
+        if len(tags.encode()) > CREATED_SECRET_TAGS_BYTES:
+            raise ValueError(
+                f"the stack's tags and the construct's `tags` come to {len(tags.encode())} bytes as JSON, over the "
+                f"{CREATED_SECRET_TAGS_BYTES} the functions that create secrets can carry in their environment "
+                "(Lambda takes 4 KB of it a function): tag with fewer or shorter tags"
+            )
+        return tags

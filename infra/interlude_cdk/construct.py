@@ -23,12 +23,10 @@ from interlude_cdk.functions import Functions
 from interlude_cdk.layer import CoreLayers
 from interlude_cdk.live import LiveFront
 from interlude_cdk.observability import Observability
-from interlude_cdk.props import InterludeProps
+from interlude_cdk.props import DEPLOYMENT_TAG, InterludeProps, deployment_name_problem
 from interlude_cdk.secrets import Secrets
 from interlude_cdk.table import DataTable
 from interlude_cdk.tracing import Tracing
-
-DEPLOYMENT_TAG = "interlude:deployment"
 
 
 class Interlude(Construct):
@@ -50,7 +48,10 @@ class Interlude(Construct):
         super().__init__(scope, construct_id)
         self.props = props = InterludeProps(**props)
         stack = Stack.of(self)
-        self.deployment = props.deployment_name or stack.stack_name
+        self.deployment = props.deployment_name if props.deployment_name is not None else stack.stack_name
+        if (problem := deployment_name_problem(self.deployment)) is not None:
+            # The stack's name (CloudFormation takes 128 characters) names the deployment when deployment_name does not.
+            raise ValueError(f"the deployment's name (deployment_name, else the stack's name) {problem}")
         key = props.encryption_key
         if isinstance(key, kms.Key):
             _allow_services_on_key(key)

@@ -105,7 +105,7 @@ class Functions(Construct):
             function = self.by_name[spec.name] = self._build_function(spec)
             self.invoked[spec.name] = self._alias(spec, function) if props.with_alias(spec.name) else function
             if spec.reads_stream:
-                self.stream_dlqs[spec.name] = self._connect_stream(spec, self.invoked[spec.name])
+                self.stream_dlqs[spec.name] = self._connect_stream(spec, function, self.invoked[spec.name])
 
     def _build_function(self, spec: wiring.Function) -> lambda_.Function:
         scope = Construct(self, pascal_case(spec.name))
@@ -282,7 +282,9 @@ class Functions(Construct):
             provisioned_concurrent_executions=self._props.provisioned_concurrency.get(spec.name),
         )
 
-    def _connect_stream(self, spec: wiring.Function, function: lambda_.IFunction) -> sqs.Queue:
+    def _connect_stream(
+        self, spec: wiring.Function, function: lambda_.Function, invoked: lambda_.IFunction
+    ) -> sqs.Queue:
         dlq = dead_letter_queue(
             self,
             f"{pascal_case(spec.name)}StreamDlq",
@@ -291,7 +293,9 @@ class Functions(Construct):
             reason="This queue is itself the dead-letter destination of the table stream mapping; "
             "it only holds failed-batch metadata for an operator to inspect.",
         )
-        function.add_event_source_mapping(
+        event_source_mapping(
+            function,
+            invoked,
             "TableStream",
             event_source_arn=self._table.table_stream_arn,
             starting_position=self.STREAM_START,
@@ -307,6 +311,17 @@ class Functions(Construct):
             filters=[stream_filter()],
         )
         return dlq
+
+
+def event_source_mapping(
+    function: lambda_.Function, invoked: lambda_.IFunction, construct_id: str, **options
+) -> lambda_.EventSourceMapping:
+    """A mapping that invokes `invoked` (the function, or its alias `live`), kept under the function itself whatever
+    invokes it: its logical id then stays when a deployment adds or drops the alias (provisioned concurrency,
+    SnapStart), so CloudFormation updates the mapping in place instead of creating a second one beside it (a second
+    stream mapping would replay the stream from TRIM_HORIZON while the first still reads it: every side effect
+    twice)."""
+    return lambda_.EventSourceMapping(function, construct_id, target=invoked, **options)
 
 
 def stream_filter() -> dict:

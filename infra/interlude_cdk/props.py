@@ -6,12 +6,14 @@ prop: a deployment that could change it would no longer be the shape the tests c
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Token
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
@@ -23,6 +25,8 @@ from aws_cdk import aws_sns as sns
 from interlude import wiring
 from interlude.config import DEFAULT_KEY_CACHE_SECONDS, key_cache_seconds
 
+# The tag every resource of a deployment carries: its name.
+DEPLOYMENT_TAG = "interlude:deployment"
 # Lambda keeps this much of an account's concurrency quota unreserved (all of it when the quota is smaller):
 # reservations and provisioned concurrency together fit in `quota - 100` ("Configuring reserved concurrency").
 UNRESERVED_MINIMUM = 100
@@ -39,6 +43,58 @@ MEMORY_RANGE_MB = (128, 10240)
 CAPACITY_RANGE = (1, 40_000)
 # What Application Auto Scaling's target tracking accepts for DynamoDB's utilization metrics, in percent.
 TARGET_UTILIZATION_RANGE = (20, 90)
+# The deployment's name is part of CloudWatch dashboard names (letters, digits, - and _ only), Secrets Manager secret
+# names, alarm and metric names (255 characters each) and the alarm topic's display name (100 characters, 17 of them
+# ours): what all of them take.
+DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# "Tag naming limits and requirements" (AWS General Reference, "Tagging your AWS resources"): a key of 1-128 and a
+# value of 0-256 letters, digits, spaces and `_ . : / = + - @`; `aws:` begins no key of yours; 50 tags a resource,
+# one of them the construct's own (DEPLOYMENT_TAG).
+TAG_KEY = re.compile(r"[\w\s.:/=+\-@]{1,128}")
+TAG_VALUE = re.compile(r"[\w\s.:/=+\-@]{0,256}")
+MAX_TAGS = 49
+# SES: the sender is an address (its identity, or its domain's, verified); a configuration set's name is 1-64
+# letters, digits, _ and -.
+EMAIL_ADDRESS = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+CONFIGURATION_SET_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A DNS name API Gateway takes as a custom domain; no wildcard, since every link Interlude hands out is made under it.
+DOMAIN_NAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
+# DynamoDB CreateTable's TableName, and a table's stream ARN (DescribeTable's LatestStreamArn).
+TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+STREAM_ARN = re.compile(r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/(?P<table>[A-Za-z0-9_.-]{3,255})/stream/\S+")
+# What the stack's removal policy may be: RETAIN also turns the tables' deletion protection on (SNAPSHOT is refused by
+# the log groups and secrets; RETAIN_ON_UPDATE_OR_DELETE would keep the data with deletion protection off).
+REMOVAL_POLICIES = (RemovalPolicy.RETAIN, RemovalPolicy.DESTROY)
+
+
+def require_whole(prop: str, value: object, low: int, high: int | None = None, *, why: str = "") -> None:
+    """ValueError naming `prop` unless `value` is a whole number (not a bool) from `low` to `high` (None: no top)."""
+    if not isinstance(value, int):
+        raise ValueError(f"{prop} must be a whole number, not {value!r}")
+    require_number(prop, value, low, high, why=why)
+
+
+def require_number(prop: str, value: object, low: float, high: float | None = None, *, why: str = "") -> None:
+    """ValueError naming `prop` unless `value` is a number (not a bool, not NaN) from `low` to `high` (None: no top)."""
+    top = math.inf if high is None else high
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= top:
+        allowed = f"{low:g} or more" if high is None else f"{low:g}-{high:g}"
+        raise ValueError(f"{prop} must be {allowed}, not {value!r}{why}")
+
+
+def require_match(prop: str, value: object, pattern: re.Pattern, allowed: str) -> None:
+    """ValueError naming `prop` unless `value` is text `pattern` matches whole (a token is left to CloudFormation)."""
+    if isinstance(value, str) and Token.is_unresolved(value):
+        return
+    if not isinstance(value, str) or pattern.fullmatch(value) is None:
+        raise ValueError(f"{prop} must be {allowed}, not {value!r}")
+
+
+def deployment_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a deployment (None: it can)."""
+    if DEPLOYMENT_NAME.fullmatch(name):
+        return None
+    return f"must be 1-64 letters, digits, - or _ (it names dashboards, alarms and secrets), not {name!r}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +113,7 @@ class CustomDomain:
     disable_default_endpoint: bool = True
 
     def __post_init__(self) -> None:
+        require_match("CustomDomain.domain_name", self.domain_name, DOMAIN_NAME, "a DNS name such as api.example.com")
         if self.certificate is None and self.hosted_zone is None:
             raise ValueError(f"CustomDomain({self.domain_name!r}) needs a certificate or a hosted_zone")
 
@@ -78,6 +135,20 @@ class ExistingTable:
     # the one it has, under the same id, so an upgrade never replaces it: docs/operations.md §9 says when to name an
     # empty one here instead).
     entries_table_name: str | None = None
+
+    def __post_init__(self) -> None:
+        allowed = "a DynamoDB table name (3-255 letters, digits, _ . -)"
+        require_match("ExistingTable.table_name", self.table_name, TABLE_NAME, allowed)
+        if self.entries_table_name is not None:
+            require_match("ExistingTable.entries_table_name", self.entries_table_name, TABLE_NAME, allowed)
+        require_match(
+            "ExistingTable.stream_arn", self.stream_arn, STREAM_ARN, f"the stream ARN of table {self.table_name!r}"
+        )
+        stream_of = STREAM_ARN.fullmatch(self.stream_arn) if isinstance(self.stream_arn, str) else None
+        if stream_of is not None and not Token.is_unresolved(self.table_name) and stream_of["table"] != self.table_name:
+            raise ValueError(
+                f"ExistingTable.stream_arn is the stream of table {stream_of['table']!r}, not of {self.table_name!r}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,16 +178,15 @@ class TableCapacity:
     def __post_init__(self) -> None:
         for name, scaled in (("reads", self.reads), ("writes", self.writes)):
             low, high = CAPACITY_RANGE
+            require_whole(f"TableCapacity.{name}.minimum", scaled.minimum, 0)
+            require_whole(f"TableCapacity.{name}.maximum", scaled.maximum, 0)
             if not low <= scaled.minimum <= scaled.maximum <= high:
                 raise ValueError(
                     f"TableCapacity.{name} must keep {low} <= minimum <= maximum <= {high:,}, not "
                     f"{scaled.minimum}-{scaled.maximum}"
                 )
-        low, high = TARGET_UTILIZATION_RANGE
-        if not low <= self.target_utilization_percent <= high:
-            raise ValueError(
-                f"TableCapacity.target_utilization_percent must be {low}-{high}, not {self.target_utilization_percent}"
-            )
+        target = self.target_utilization_percent
+        require_number("TableCapacity.target_utilization_percent", target, *TARGET_UTILIZATION_RANGE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +195,11 @@ class RouteThrottle:
 
     rate_limit: float
     burst_limit: int
+
+    def __post_init__(self) -> None:
+        # API Gateway refuses a negative limit (the deploy rolls back); 0 is API Gateway's own "refuse them all".
+        require_number("RouteThrottle.rate_limit", self.rate_limit, 0)
+        require_whole("RouteThrottle.burst_limit", self.burst_limit, 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,12 +230,9 @@ class TraceSampling:
     priority: int = 9000
 
     def __post_init__(self) -> None:
-        if not 0 <= self.fixed_rate <= 1:
-            raise ValueError(f"TraceSampling.fixed_rate must be 0-1, not {self.fixed_rate}")
-        if self.reservoir_per_s < 0:
-            raise ValueError(f"TraceSampling.reservoir_per_s must be 0 or more, not {self.reservoir_per_s}")
-        if not 1 <= self.priority <= 9999:
-            raise ValueError(f"TraceSampling.priority must be 1-9999, not {self.priority}")
+        require_number("TraceSampling.fixed_rate", self.fixed_rate, 0, 1)
+        require_whole("TraceSampling.reservoir_per_s", self.reservoir_per_s, 0)
+        require_whole("TraceSampling.priority", self.priority, 1, 9999)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,11 +265,11 @@ class InterludeProps:
     throttles: Throttles = field(default_factory=Throttles)
     # The account's Lambda concurrency quota in this region (Service Quotas: Lambda, "Concurrent executions").
     # None (default): unknown, as in a fresh account whose quota may be 10: nothing is reserved, so the first deploy
-    # succeeds. A number: wiring's reservations (stream 4, dispatch 6, timeouts 5, actions 10) merged with
+    # succeeds. A number: wiring's reservations (wiring.Function.reserved_concurrency) merged with
     # `reserved_concurrency` are made, and must fit in the quota less the 100 Lambda keeps unreserved.
     account_concurrency_quota: int | None = None
-    # Function name -> reserved concurrency, merged over wiring's (a function not named keeps its default; None
-    # removes its reservation). Needs `account_concurrency_quota`.
+    # Function name -> reserved concurrency (1 or more), merged over wiring's (a function not named keeps its default;
+    # None removes its reservation). Needs `account_concurrency_quota`.
     reserved_concurrency: Mapping[str, int | None] = field(default_factory=dict)
     # Function name -> ScalingConfig.MaximumConcurrency (2-1,000) of the SQS event source of a function that
     # consumes a queue, merged over the default: its reserved concurrency, else DEFAULT_SQS_MAX_CONCURRENCY. Never
@@ -226,9 +298,11 @@ class InterludeProps:
     # Solutions Constructs' `lambdaFunctionProps`. What it changes is the deployment's own: the tests check the rest.
     function_overrides: Mapping[str, Callable[[lambda_.Function], None]] = field(default_factory=dict)
     # Tags on every resource the construct creates (and `interlude:deployment`, always), and on the webhook signing
-    # secrets made at run time (with the stack's own tags too).
+    # secrets made at run time (with the stack's own tags too: together at most 1 KB as JSON, callbacks.py).
     tags: Mapping[str, str] = field(default_factory=dict)
-    # Names the deployment in secret prefixes, alarm and dashboard names; None: the stack's name.
+    # Names the deployment in secret prefixes, alarm and dashboard names (1-64 letters, digits, - and _); None: the
+    # stack's name, which must then be such a name. Changing it on a live stack leaves the secrets made at run time
+    # under the old prefix.
     deployment_name: str | None = None
     existing_table: ExistingTable | None = None
     # Table logical name (wiring.TABLES: "Table", "EntriesTable") -> provisioned capacity with auto scaling, for a
@@ -267,19 +341,8 @@ class InterludeProps:
             unknown = set(getattr(self, prop)) - names
             if unknown:
                 raise ValueError(f"{prop} names no function of wiring.FUNCTIONS: {sorted(unknown)}")
-        if self.log_level.upper() not in LOG_LEVELS:
-            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
-        if self.system_log_level.upper() not in SYSTEM_LOG_LEVELS:
-            raise ValueError(
-                f"system_log_level must be one of {', '.join(SYSTEM_LOG_LEVELS)}, not {self.system_log_level!r}"
-            )
-        try:
-            key_cache_seconds(self.key_cache_seconds)
-        except ValueError as refused:
-            raise ValueError(f"key_cache_seconds {refused}") from None
-        for name, memory in self.memory_mb.items():
-            if not MEMORY_RANGE_MB[0] <= memory <= MEMORY_RANGE_MB[1]:
-                raise ValueError(f"memory_mb[{name!r}] must be {MEMORY_RANGE_MB[0]}-{MEMORY_RANGE_MB[1]}, not {memory}")
+        self._check_values()
+        self._check_names()
         if self.vpc is None and (self.vpc_subnets is not None or self.security_groups):
             raise ValueError("vpc_subnets and security_groups need a vpc")
         if self.account_concurrency_quota is None and any(v is not None for v in self.reserved_concurrency.values()):
@@ -291,6 +354,40 @@ class InterludeProps:
         self._check_table_capacity()
         self._check_sqs_max_concurrency()
         self._check_quota()
+
+    def _check_values(self) -> None:
+        """Each value of the type and within the range the service that takes it accepts."""
+        for prop, levels in (("log_level", LOG_LEVELS), ("system_log_level", SYSTEM_LOG_LEVELS)):
+            level = getattr(self, prop)
+            if not isinstance(level, str) or level.upper() not in levels:
+                raise ValueError(f"{prop} must be one of {', '.join(levels)}, not {level!r}")
+        for prop in ("api_snap_start", "ancestry_endpoint", "dashboard"):
+            if not isinstance(getattr(self, prop), bool):
+                raise ValueError(f"{prop} must be True or False, not {getattr(self, prop)!r}")
+        if not isinstance(self.log_retention, logs.RetentionDays):
+            raise ValueError(
+                f"log_retention must be a logs.RetentionDays (what CloudWatch Logs keeps), not {self.log_retention!r}"
+            )
+        if self.removal_policy not in REMOVAL_POLICIES:
+            raise ValueError(
+                f"removal_policy must be RemovalPolicy.RETAIN or RemovalPolicy.DESTROY, not {self.removal_policy!r}"
+            )
+        if isinstance(self.key_cache_seconds, bool) or not isinstance(self.key_cache_seconds, int | float):
+            raise ValueError(f"key_cache_seconds must be a number of seconds, not {self.key_cache_seconds!r}")
+        try:
+            key_cache_seconds(self.key_cache_seconds)
+        except ValueError as refused:
+            raise ValueError(f"key_cache_seconds {refused}") from None
+        for name, memory in self.memory_mb.items():
+            require_whole(f"memory_mb[{name!r}]", memory, *MEMORY_RANGE_MB)
+        if self.account_concurrency_quota is not None:
+            require_whole("account_concurrency_quota", self.account_concurrency_quota, 1)
+        for name, reserved in self.reserved_concurrency.items():
+            if reserved is not None:
+                stopped = " (0 would stop it; None removes its reservation)"
+                require_whole(f"reserved_concurrency[{name!r}]", reserved, 1, why=stopped)
+        for name, maximum in self.sqs_max_concurrency.items():
+            require_whole(f"sqs_max_concurrency[{name!r}]", maximum, *SQS_MAX_CONCURRENCY_RANGE)
 
     def reservations(self) -> dict[str, int]:
         """Function name -> reserved concurrency the deployment makes (none without account_concurrency_quota)."""
@@ -330,12 +427,38 @@ class InterludeProps:
             raise ValueError("Lambda does not combine SnapStart with provisioned concurrency: choose one for the api")
         reserved = self.reservations()
         for name, count in self.provisioned_concurrency.items():
-            if count < 1:
-                raise ValueError(f"provisioned_concurrency[{name!r}] must be at least 1, not {count}")
+            require_whole(f"provisioned_concurrency[{name!r}]", count, 1)
             if name in reserved and count > reserved[name]:
                 raise ValueError(
                     f"provisioned_concurrency[{name!r}] = {count} exceeds its reserved concurrency {reserved[name]}"
                 )
+
+    def _check_names(self) -> None:
+        """The names and tags the construct hands to AWS as they are: each as the service that takes it allows."""
+        name = self.deployment_name
+        if name is not None:
+            problem = deployment_name_problem(name) if isinstance(name, str) else f"must be text, not {name!r}"
+            if problem is not None:
+                raise ValueError(f"deployment_name {problem}")
+        if len(self.tags) > MAX_TAGS:
+            raise ValueError(
+                f"tags: at most {MAX_TAGS} (AWS takes 50 a resource, one is {DEPLOYMENT_TAG!r}), not {len(self.tags)}"
+            )
+        for key, value in self.tags.items():
+            require_match("a key of tags", key, TAG_KEY, "1-128 letters, digits, spaces and _ . : / = + - @")
+            if key.lower().startswith("aws:") or key == DEPLOYMENT_TAG:
+                raise ValueError(
+                    f"tags: the key {key!r} is reserved (aws:* is AWS's, {DEPLOYMENT_TAG} the construct's)"
+                )
+            require_match(f"tags[{key!r}]", value, TAG_VALUE, "0-256 letters, digits, spaces and _ . : / = + - @")
+        if self.notification_from_address is not None:
+            sender = self.notification_from_address
+            require_match("notification_from_address", sender, EMAIL_ADDRESS, "an e-mail address")
+        if self.ses_configuration_set is not None:
+            if self.notification_from_address is None:
+                raise ValueError("ses_configuration_set needs notification_from_address: without it no e-mail is sent")
+            allowed = "1-64 letters, digits, _ and -"
+            require_match("ses_configuration_set", self.ses_configuration_set, CONFIGURATION_SET_NAME, allowed)
 
     def _check_table_capacity(self) -> None:
         unknown = set(self.table_capacity) - {spec.logical_name for spec in wiring.TABLES}

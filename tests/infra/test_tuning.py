@@ -32,6 +32,7 @@ from tests.infra.conftest import OFFLINE_AWS, Synth, as_list
 STEADY = TableCapacity(reads=Autoscaled(minimum=5, maximum=900), writes=Autoscaled(minimum=10, maximum=1200))
 PROJECT_CONTEXT = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
 CONSUMERS = [spec.name for spec in wiring.FUNCTIONS if spec.consumes]
+STREAM = "arn:aws:dynamodb:us-east-1:111111111111:table/restored/stream/2026-12-01T10:00:00.000"
 STREAM_READER = next(spec.name for spec in wiring.FUNCTIONS if spec.reads_stream)
 
 
@@ -139,7 +140,10 @@ RESERVED = sum(spec.reserved_concurrency or 0 for spec in wiring.FUNCTIONS)
         ({"security_groups": [object()]}, "need a vpc"),
         ({"table_capacity": {"Tabel": STEADY}}, "names no table"),
         (
-            {"table_capacity": {"Table": STEADY}, "existing_table": ExistingTable(table_name="t", stream_arn="s")},
+            {
+                "table_capacity": {"Table": STEADY},
+                "existing_table": ExistingTable(table_name="restored", stream_arn=STREAM),
+            },
             "imports",
         ),
     ],
