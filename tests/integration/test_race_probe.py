@@ -46,6 +46,7 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
 from interlude.store.tenants import TenantRecords
+from tests.integration import test_slack_interactivity as slack_tests
 from tests.integration.conftest import clear_of_a_month_end, new_api_key, signed_in
 from tests.integration.test_audit import everything as audit_chains
 from tests.integration.test_streams_and_modulex import Reply
@@ -131,7 +132,10 @@ def before_first(operation: str | tuple[str, ...], competitor: Callable[[], Any]
             ran.append(None)
             # In a context of its own, as another instance's: what the caller's invocation set (the function running,
             # the request's Idempotency-Key) is not the competitor's.
-            ran[0] = contextvars.Context().run(competitor)
+            try:
+                ran[0] = contextvars.Context().run(competitor)
+            except Exception as failed:  # noqa: BLE001 - the competitor's own failure, raised after the block
+                ran[0] = failed
         return original(self, event_name, request, **kwargs)
 
     BotocoreStubber.__call__ = interleaved  # type: ignore[method-assign]
@@ -140,6 +144,8 @@ def before_first(operation: str | tuple[str, ...], competitor: Callable[[], Any]
     finally:
         BotocoreStubber.__call__ = original  # type: ignore[method-assign]
     assert ran, f"no {operation} was made: the interleaving never happened"
+    if isinstance(ran[0], Exception):
+        raise AssertionError("the competitor failed") from ran[0]
 
 
 def register(services: Services, admin, name: str = "conformance-approval", **config: Any) -> str:
@@ -564,6 +570,7 @@ def test_a_completion_a_heartbeat_and_a_second_claim_at_once_continue_the_run_on
 KEYED = {
     "resolve": ("resolveInterruptByRun", "/interrupts/gate", {"resumeValue": {"action": "accept"}}, "TransactWriteItems"),
     "claim": ("claimInterrupt", "/interrupts/gate/claim", None, "TransactWriteItems"),
+    "claim-before-its-key": ("claimInterrupt", "/interrupts/gate/claim", None, "PutItem"),
 }
 
 
@@ -585,7 +592,7 @@ def test_a_keyed_request_sent_again_while_the_first_is_in_flight_executes_once(s
         elif reply is not executed[0]:
             assert reply.text == executed[0].text
     types = event_types(services, run_id)
-    assert types.count("interrupt.resolved" if request_kind == "resolve" else "interlude.gate-assigned") == 1
+    assert types.count("interrupt.resolved" if request_kind == "resolve" else "interlude.gate-assigned") == 1, types
     replayed = same()
     assert (replayed.status, replayed.headers.get("openwop-idempotent-replay")) == (200, "true"), replayed.text
     assert replayed.text == executed[0].text
@@ -747,3 +754,89 @@ def test_kept_events_and_gates_raised_at_once_in_one_dispatch_batch_pair_off_onc
     used = [services.store.get_run(run_id)[0].outputs.get("wait", {}).get("eventId") for run_id in runs]
     taken = [event_id for event_id in used if event_id is not None]
     assert sorted(taken) == sorted(p["eventId"] for p in posted), used
+
+
+# -- deadlines of one run fired side by side -------------------------------------------------------------------------
+
+
+def test_gates_of_runs_timing_out_in_one_bucket_end_each_run_once(services, admin, clock_file):
+    from interlude.domain import clock
+    from interlude.local.schedules import SchedulePump
+
+    gates = [
+        {"id": f"gate{i}", "typeId": "core.approvalGate", "config": {"title": f"Gate {i}", "timeoutMs": 5000}}
+        for i in (1, 2, 3)
+    ]
+    services.workflows.put_workflow(admin, "race-timeouts", WorkflowDefinition.model_validate({"nodes": gates, "edges": []}))
+    runs = [start(services, admin, "race-timeouts") for _ in range(3)]
+    Stream(TABLE).settle()  # their deadlines listed, in one bucket (or two, across a second's edge), its schedule made
+    clock.advance(clock_file, 7)
+    assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1  # the real timeouts handler, deadlines side by side
+    for run_id in runs:
+        events = services.store.read_events(run_id, consistent=True)
+        types = [e["type"] for e in events]
+        # The first gate whose deadline is recorded rejects the run; it ends once, the other gates' with it.
+        assert (types.count("interrupt.resolved"), types.count("run.failed")) == (1, 1), types
+        assert types.count("interrupt.cancelled") + types.count("node.cancelled") >= 2, types
+        assert [e["sequence"] for e in events] == list(range(len(events)))
+        assert services.store.get_run(run_id)[0].terminal
+
+
+def test_a_completion_that_loses_to_the_runs_cancel_is_refused_and_lands_nothing(services, admin):
+    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
+    key = new_api_key(services)
+    run_id = task_run(services, admin)
+    first = claim_task(worker).json()
+    cancel = partial(call, "POST", f"/runs/{wire(run_id)}/cancel", key, {})
+    with before_first(WRITES, nested_request(cancel)) as cancelled:
+        late = call("POST", f"/tasks/{first['taskToken']}/complete", worker, {"output": {"summary": "late"}})
+    assert cancelled[0].status == 200, cancelled[0].text
+    if late.status != 200:
+        documented("completeTask", late)
+    state = services.store.get_run(run_id)[0]
+    assert state.status == "cancelled"
+    assert "draft" not in state.outputs
+    types = event_types(services, run_id)
+    assert (types.count("run.cancelled"), types.count("node.completed")) == (1, 0), types
+
+
+def test_a_heartbeat_that_loses_to_the_lease_check_is_refused_and_keeps_nothing(services, admin, clock_file):
+    from interlude.domain import clock
+    from interlude.local.schedules import SchedulePump
+
+    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
+    run_id = task_run(services, admin)
+    first = claim_task(worker).json()
+
+    def lapsed() -> int:
+        clock.advance(clock_file, 11)
+        return SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
+
+    with before_first(WRITES, lapsed) as fired:
+        beat = call("POST", f"/tasks/{first['taskToken']}/heartbeat", worker)
+    assert fired[0] >= 1
+    assert documented("heartbeatTask", beat) == "interlude.task_not_claimed"
+    again = claim_task(worker)
+    assert (again.status, again.json()["attempt"]) == (200, 2), again.text
+    assert event_types(services, run_id).count("node.retried") == 1
+
+
+# -- Slack ------------------------------------------------------------------------------------------------------------
+
+slack = slack_tests.slack  # the fixture standing in for slack.com
+
+
+def test_a_slack_click_that_loses_between_its_read_and_its_write_is_told_so_in_words(services, world, slack):
+    tenant = world.tenant
+    secret, run_id, message = slack_tests.asked(services, world, slack)
+
+    def competitor() -> Any:
+        return instance().decisions.resolve_interrupt(signed_in(services, "bob"), run_id, "review", {"action": "reject"})
+
+    with before_first("TransactWriteItems", competitor):
+        status, shown = slack_tests.click(message, "U0ANA", "interlude-approve", slack.url("/actions/1"), secret, tenant)
+    # Slack shows a person an error for any status but 200: the clicker is told in words, only to them.
+    assert status == 200
+    assert shown["response_type"] == "ephemeral"
+    assert "already decided" in shown["text"]
+    assert event_types(services, run_id).count("interrupt.resolved") == 1
