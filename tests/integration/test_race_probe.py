@@ -761,6 +761,35 @@ def test_a_kept_event_a_gate_refuses_is_given_back_for_the_next_gate(services, a
     assert services.store.get_run(taking)[0].outputs["wait"]["eventId"] == kept["eventId"]
 
 
+def test_a_gate_whose_resolve_failed_after_it_took_a_kept_event_uses_it_when_its_record_goes_again(
+    services, admin, monkeypatch
+):
+    from botocore.client import BaseClient
+    from botocore.exceptions import ClientError
+
+    from interlude.domain.models.tenant_requests import PostEventRequest
+
+    kept = services.external_events.post_event(
+        admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "race-1"}})
+    )
+    run_id = waiting_for_payment(services, admin)
+    original, faults = BaseClient._make_api_call, []
+
+    def resolve_fails_once(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "TransactWriteItems" and not faults:
+            faults.append(operation)
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, operation)
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", resolve_fails_once)
+    with pytest.raises(ClientError):
+        instance().external_events.resolve_kept_events(run_id, raised(services, run_id))
+    assert faults
+    # The record goes again: the event its gate took is its own to use.
+    instance().external_events.resolve_kept_events(run_id, raised(services, run_id))
+    assert services.store.get_run(run_id)[0].outputs["wait"]["eventId"] == kept["eventId"]
+
+
 def test_kept_events_and_gates_raised_at_once_in_one_dispatch_batch_pair_off_once_each(services, admin):
     from interlude.domain.models.tenant_requests import PostEventRequest
     from interlude.store.stream import stream_events
