@@ -126,8 +126,11 @@ class ExternalEvents:
     def resolve_kept_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         """Outbox handler: an external-event interrupt just raised takes the oldest kept event that matches it.
 
-        Idempotent: an interrupt already resolved (by this handler before, or by POST /events) is left alone,
-        and a kept event is marked used once it has resolved an interrupt, so a later interrupt never reuses it.
+        A kept event is taken (marked used by the interrupt, conditionally) before it resolves anything, so of gates
+        raised at once, each by a dispatch thread or instance of its own, one takes it (docs/adr/0182); one that does not
+        resolve its gate with it (refused by its resume schema, or the gate closed otherwise) gives it back.
+        Idempotent: an interrupt already resolved (by this handler before, or by POST /events) is left alone, and a
+        handler delivered again finds the event its interrupt took as its own.
         """
         raised = raised_external_events(events)
         if not raised:
@@ -136,12 +139,14 @@ class ExternalEvents:
         for event in raised:
             data = event["payload"]["data"]
             hash_ = correlation_hash(data["eventType"], data["correlation"])
-            kept = self.events.unconsumed_events(tenant, hash_, self.clock().timestamp())
+            key = event["payload"]["key"]
+            kept = self.events.unconsumed_events(tenant, hash_, self.clock().timestamp(), taken_by=key)
             for sk, record in kept:
-                outcome = self._resolve_waiter(
-                    run_id, event["nodeId"], event["payload"]["key"], record, record.get("sentBy")
-                )
+                if not self.events.claim_event(tenant, hash_, sk, key):
+                    continue  # another gate took it since the read
+                outcome = self._resolve_waiter(run_id, event["nodeId"], key, record, record.get("sentBy"))
                 if outcome["outcome"] == "resolved":
-                    self.events.claim_event(tenant, hash_, sk, f"{run_id}:{event['nodeId']}")
+                    break
+                self.events.release_event(tenant, hash_, sk, key)
                 if outcome["outcome"] != "refused":
                     break

@@ -191,22 +191,40 @@ class InteractionStore:
             if "closedAt" not in i
         ]
 
-    def unconsumed_events(self, tenant: str, hash_: str, now_epoch: float) -> list[tuple[str, dict[str, Any]]]:
-        """(sk, record) of kept events not past their retention and not yet used, oldest first."""
+    def unconsumed_events(
+        self, tenant: str, hash_: str, now_epoch: float, taken_by: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """(sk, record) of kept events not past their retention and not yet used, oldest first; with `taken_by`, those
+        that interrupt took and may not have used yet too (its handler went again after taking one)."""
         out = []
         for item in self._query(events_pk(tenant, hash_), "R#"):
-            if float(item["expiresAt"]["N"]) <= now_epoch or "consumedBy" in item:
+            if float(item["expiresAt"]["N"]) <= now_epoch:
                 continue  # TTL deletion is lazy: an expired item may still be there
+            if "consumedBy" in item and (taken_by is None or item["consumedBy"].get("S") != taken_by):
+                continue
             out.append((item["sk"]["S"], a.unpacked(item["record"])))
         return out
 
     def claim_event(self, tenant: str, hash_: str, sk: str, interrupt_id: str) -> bool:
-        """Mark a kept event as used by one interrupt; False when another claim came first."""
+        """Mark a kept event as used by one interrupt; False when another claim came first (the same interrupt's again
+        is True)."""
         return conditionally(
             self.client.update_item,
             TableName=self.table,
             Key=a.key(events_pk(tenant, hash_), sk),
             UpdateExpression="SET consumedBy = :by",
-            ConditionExpression="attribute_exists(sk) AND attribute_not_exists(consumedBy)",
+            ConditionExpression="attribute_exists(sk) AND (attribute_not_exists(consumedBy) OR consumedBy = :by)",
             ExpressionAttributeValues={":by": a.s(interrupt_id)},
         ) is not None
+
+    def release_event(self, tenant: str, hash_: str, sk: str, interrupt_id: str) -> None:
+        """Give back a kept event `interrupt_id` took and did not use (it refused it, or was closed otherwise): the next
+        gate raised may take it. Nothing when another holds it."""
+        conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(events_pk(tenant, hash_), sk),
+            UpdateExpression="REMOVE consumedBy",
+            ConditionExpression="consumedBy = :by",
+            ExpressionAttributeValues={":by": a.s(interrupt_id)},
+        )
