@@ -34,7 +34,7 @@ from interlude.domain.errors import run_error
 from interlude.domain.ids import secret_name, tenant_of
 from interlude.domain.models.run import PendingAction
 from interlude.domain.written_numbers import with_spellings
-from interlude.engine.actions import provider_key
+from interlude.engine.actions import is_header_value, provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.retention import effect_expiry
 from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
@@ -56,7 +56,7 @@ SECRET_FINAL_ERRORS = frozenset(
 
 class _SecretMissing(Exception):
     def __init__(self, header: str, name: str) -> None:
-        super().__init__(f"the secret {name!r} for header {header!r} could not be read")
+        super().__init__(f"the secret {name!r} for header {header!r} is missing, unreadable or no header value")
         self.header = header
         self.name = name
 
@@ -228,7 +228,7 @@ class ActionWorker(LeasedWorker[Call]):
                     raise _SecretMissing(header, name) from None
                 raise
             value = got.get("SecretString")
-            if not isinstance(value, str) or not value or any(c in value for c in "\r\n\x00"):
+            if not isinstance(value, str) or not value or not is_header_value(value):
                 raise _SecretMissing(header, name)
             values[header] = value
         return values

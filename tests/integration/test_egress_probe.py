@@ -1,0 +1,323 @@
+"""A hostile pass over every request Interlude sends on a tenant's behalf, as an attacker holding a tenant's API key,
+its workflow definitions, callback URLs, webhook subscriptions, core.http nodes, notification settings (Slack, mail)
+and the receiving servers.
+
+Probed (moto, the real services and workers, receivers on 127.0.0.1; host names answered by an injected resolver,
+never by the network):
+* the addresses the guard must refuse, in the spellings an attacker would try, at every edge that takes a
+  destination (createRun's callbackUrl, webhook registration, the Slack webhook URL) and again at send time (a
+  core.http node's rendered URL, a name whose answers changed since the edge: rebinding, one private answer among
+  public ones);
+* header injection through every tenant-written value a request carries (a core.http node's header templates and
+  secret values), and values no HTTP request can carry;
+* receivers that stall: a TLS handshake sent a byte at a time, a flood of 100 Continue answers.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
+from interlude.adapters.leased_work import RetryLater
+from interlude.adapters.notify.messages import RAISED, queue_message
+from interlude.adapters.notify.slack_interactivity import SlackApp
+from interlude.config.notify import NotifySettings
+from interlude.domain.errors import Invalid
+from interlude.domain.models.principals import PrincipalEntry
+from interlude.rules.egress import CheckedTarget
+from tests.integration.conftest import new_api_key
+from tests.integration.test_actions import approved_run, settle, workflow
+from tests.integration.test_callbacks import start_gate_run
+from tests.integration.test_notify_worker import delivered, open_gate, worker_for
+from tests.integration.test_webhooks import register
+from tests.support.receiver import Receiver
+
+LOOPBACK = "127.0.0.1"
+
+# The brief's list of what no tenant may reach, as a URL would name it.
+UNREACHABLE = [
+    "https://127.0.0.2/",
+    "https://0x7f000001/",
+    "https://2130706433/",
+    "https://017700000001/",
+    "https://[::1]/",
+    "https://[::ffff:127.0.0.1]/",
+    "https://[::ffff:7f00:1]/",
+    "https://0.0.0.0/",
+    "https://[::]/",
+    "https://10.1.2.3/",
+    "https://169.254.169.254/latest/meta-data/",
+    "https://[fd00:ec2::254]/",
+    "https://100.64.0.1/",
+    "https://100.127.255.254/",
+    "https://192.0.0.8/",
+    "https://224.0.0.251/",
+    "https://240.0.0.1/",
+    "https://[fe80::1%25eth0]/",
+    "https://[ff02::1]/",
+    "https://good@127.0.0.1/",
+    "https://hooks.example.com\\@127.0.0.1/",
+    "https://%31%32%37.0.0.1/",
+    "https://127.0.0.1./",
+    "https://localhost./",
+    "https://xn--localhost-.example/",
+    "https://hooks.example.com:99999/",
+    "http://hooks.example.com/",
+    "https://rebind.example.com/",
+    "https://several.example.com/",
+]
+
+DNS = {
+    "hooks.example.com": ["93.184.215.14"],
+    # What a rebinding name answers at a second look, and a name with one private answer among public ones.
+    "rebind.example.com": ["93.184.215.14", "127.0.0.1"],
+    "several.example.com": ["93.184.215.14", "2606:4700::1111", "10.0.0.5"],
+}
+
+
+def resolve(host: str, port: int) -> list[str]:
+    if host not in DNS:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    return list(DNS[host])
+
+
+@pytest.fixture
+def deployed(monkeypatch) -> None:
+    """The deployed stack's setting: no loopback allowance."""
+    monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", raising=False)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    started = Receiver(answer=b'{"ok":true}', answer_type="application/json").start()
+    yield started
+    started.close()
+
+
+# --- the edges ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", UNREACHABLE)
+def test_create_run_refuses_every_unreachable_callback(services, admin, deployed, url):
+    services.callback_resolver = resolve
+
+    with pytest.raises(Invalid) as refused:
+        start_gate_run(services, admin, url)
+
+    assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "callbackUrl")
+    assert "93.184" not in refused.value.message
+    assert "10.0.0.5" not in refused.value.message
+
+
+@pytest.mark.parametrize("url", UNREACHABLE)
+def test_webhook_registration_refuses_every_unreachable_url(services, admin, deployed, url):
+    services.callback_resolver = resolve
+
+    with pytest.raises(Invalid) as refused:
+        register(services, admin, url, ["interrupt.requested"])
+
+    assert (refused.value.code, refused.value.details["field"]) == ("webhook_url_rejected", "url")
+
+
+def put_json(url: str, key: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}, method="PUT"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+@pytest.mark.parametrize("url", UNREACHABLE)
+def test_the_slack_webhook_url_refuses_every_unreachable_destination(gateway, services, deployed, monkeypatch, url):
+    monkeypatch.setattr("interlude.rules.egress.resolve_host", resolve)
+
+    status, answer = put_json(f"{gateway}/tenant/notifications/slack", new_api_key(services), {"webhookUrl": url})
+
+    assert (status, answer["error"], answer["details"]["field"]) == (400, "validation_error", "webhookUrl")
+
+
+# --- send time: core.http -------------------------------------------------------------------------
+
+
+def failure_of(services, run_id: str) -> dict:
+    failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    return failed["payload"]["error"]
+
+
+@pytest.fixture
+def actions(world, monkeypatch):
+    for name, value in {
+        "PUBLIC_BASE_URL": "https://interlude.example.com",
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_ACTION_BACKOFF_BASE_S": "0",
+        "INTERLUDE_ACTION_CONNECT_TIMEOUT_S": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return world.queues
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["o-1\r\nX-Injected: 1", "o-1\nX-Injected: 1", "o-1\rX-Injected: 1", "o-1\x00"],
+    ids=["crlf", "lf", "cr", "nul"],
+)
+def test_a_header_template_cannot_inject_a_header(services, admin, actions, receiver, value):
+    definition = workflow(receiver.url("/refunds"), headers={"X-Order": "{{inputs.orderId}}"}, maxAttempts=1)
+
+    run_id = approved_run(services, admin, definition, order=value)
+    settle(actions)
+
+    assert receiver.hits == []
+    assert failure_of(services, run_id)["code"] == "validation_error"
+
+
+@pytest.mark.parametrize("value", ["caf\u00e9 \u2713", "o-1\x0bX", "o-1\x7f"], ids=["beyond-latin-1", "vt", "del"])
+def test_a_header_no_request_can_carry_fails_the_node_as_invalid_without_a_call(services, admin, actions, receiver, value):
+    definition = workflow(receiver.url("/refunds"), headers={"X-Order": "{{inputs.orderId}}"}, maxAttempts=3)
+
+    run_id = approved_run(services, admin, definition, order=value)
+    settle(actions)
+
+    assert receiver.hits == []
+    error = failure_of(services, run_id)
+    assert error["code"] == "validation_error", error
+    assert "X-Order" in error["message"]
+
+
+@pytest.mark.parametrize("value", ["Bearer sk-\r\nX-Injected: 1", "Bearer sk-\u2713"], ids=["crlf", "beyond-latin-1"])
+def test_a_secret_no_header_can_carry_is_unavailable_and_never_sent(services, admin, actions, receiver, tenant, value):
+    boto3.client("secretsmanager").create_secret(Name=f"interlude/actions/{tenant}/payments", SecretString=value)
+    definition = workflow(receiver.url(), secretHeaders={"Authorization": "payments"}, maxAttempts=3)
+
+    run_id = approved_run(services, admin, definition)
+    settle(actions)
+
+    assert receiver.hits == []
+    error = failure_of(services, run_id)
+    assert error["code"] == "interlude.secret_unavailable", error
+    assert value not in json.dumps(error)
+
+
+@pytest.mark.parametrize("url", ["https://rebind.example.com/refunds", "https://several.example.com/refunds"])
+def test_an_action_to_a_name_with_a_private_answer_is_refused_at_send_time(
+    services, admin, actions, deployed, monkeypatch, url
+):
+    # The URL is a template rendered from the run's inputs: the worker's guard is the only one it meets.
+    looked_up: list[str] = []
+
+    def recording(host: str, port: int) -> list[str]:
+        looked_up.append(host)
+        return resolve(host, port)
+
+    monkeypatch.setattr("interlude.rules.egress.resolve_host", recording)
+    run_id = approved_run(services, admin, workflow("{{inputs.orderId}}", maxAttempts=1), order=url)
+    settle(actions)
+
+    assert looked_up == [url.split("/")[2]]
+    error = json.dumps(failure_of(services, run_id))
+    assert '"interlude.egress_denied"' in error
+    assert "10.0.0.5" not in error
+    assert "127.0.0.1" not in error
+
+
+# --- send time: Slack ----------------------------------------------------------------------------
+
+
+def test_a_slack_webhook_whose_name_now_answers_a_private_address_is_never_posted_to(world, services, admin, tenant):
+    # A URL admitted at the edge (its name public then), stored; at the post the name answers a private address too.
+    run_id, node, interrupt = open_gate(services)
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(slackUserId="U0ANN1234"), "admin")
+    boto3.client("secretsmanager").create_secret(
+        Name=f"interlude/slack/{tenant}", SecretString=json.dumps({"webhookUrl": "https://several.example.com/hook"})
+    )
+    worker = worker_for(services, world.queues, allow_loopback=False)
+    worker.resolve = resolve
+    message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
+
+    with pytest.raises(RetryLater):
+        worker.handle(delivered(world.queues, message))
+
+    (record,) = services.notifications.run_notifications(admin, run_id)["notifications"]
+    assert (record["channel"], record["outcome"], record["errorClass"]) == ("slack", "failed", "egress_denied")
+
+
+@pytest.mark.parametrize("url", ["https://rebind.example.com/reply", "https://169.254.169.254/", "http://127.0.0.1:9/reply"])
+def test_a_clicks_response_url_is_guarded(caplog, url):
+    # A tenant holding its Slack app's signing secret can sign any click, its response_url included.
+    app = SlackApp(secrets=None, settings=NotifySettings(allow_loopback=False), resolve=resolve)
+
+    app.reply(url, {"text": "done"})
+
+    assert [r.getMessage() for r in caplog.records] == ["slack reply refused by the egress guard"]
+
+
+# --- stalling receivers ---------------------------------------------------------------------------
+
+
+class Stalling:
+    """A TCP listener on 127.0.0.1 that sends `opening`, then `drip` one byte at a time every `every_s` seconds."""
+
+    def __init__(self, opening: bytes, drip: bytes, every_s: float) -> None:
+        self.listener = socket.create_server((LOOPBACK, 0))
+        self.port = self.listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(opening, drip, every_s), daemon=True)
+        self._thread.start()
+
+    def _serve(self, opening: bytes, drip: bytes, every_s: float) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            try:
+                conn.sendall(opening)
+                for byte in drip:
+                    if self._stop.wait(every_s):
+                        return
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self.listener.close()
+        self._thread.join(5)
+
+
+def stalled(scheme: str, opening: bytes, drip: bytes) -> tuple[DeliveryFailed, float]:
+    server = Stalling(opening, drip, every_s=0.1)
+    target = CheckedTarget(scheme, "hooks.example.com", server.port, "/hook", (LOOPBACK,))
+    started = time.monotonic()
+    try:
+        with pytest.raises(DeliveryFailed) as failed:
+            post_pinned(target, b"{}", {}, connect_timeout=1, total_timeout=1, max_response_bytes=1024)
+    finally:
+        server.close()
+    return failed.value, time.monotonic() - started
+
+
+def test_a_tls_handshake_sent_a_byte_at_a_time_ends_at_the_total_timeout():
+    # A TLS record header announcing a 16 KiB handshake record, then its bytes one at a time for far longer.
+    failed, took = stalled("https", b"\x16\x03\x03\x40\x00", b"\x02" * 200)
+
+    assert failed.error_class == "timeout"
+    assert took < 3
+
+
+def test_an_endless_run_of_100_continue_answers_ends_without_a_response():
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n"
+    failed, took = stalled("http", interim * 5000, interim * 200)
+
+    # Refused at the header cap or the deadline, or (Python 3.14's http.client) after a hundred interim answers.
+    assert failed.error_class in ("too_large", "timeout", "protocol")
+    assert took < 3
