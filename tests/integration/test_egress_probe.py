@@ -9,7 +9,7 @@ never by the network):
   core.http node's rendered URL, a name whose answers changed since the edge: rebinding, one private answer among
   public ones);
 * header injection through every tenant-written value a request carries (a core.http node's header templates and
-  secret values), and values no HTTP request can carry;
+  secret values, the e-mail's subject from a gate's title), and values no HTTP request can carry;
 * receivers that stall: a TLS handshake sent a byte at a time, a flood of 100 Continue answers.
 """
 
@@ -22,6 +22,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from email import message_from_bytes
+from email.policy import default
 
 import boto3
 import pytest
@@ -33,11 +35,13 @@ from interlude.adapters.notify.slack_interactivity import SlackApp
 from interlude.config.notify import NotifySettings
 from interlude.domain.errors import Invalid
 from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.egress import CheckedTarget
 from tests.integration.conftest import new_api_key
 from tests.integration.test_actions import approved_run, settle, workflow
 from tests.integration.test_callbacks import start_gate_run
-from tests.integration.test_notify_worker import delivered, open_gate, worker_for
+from tests.integration.test_notify_worker import delivered, open_gate, sent_mail, worker_for
 from tests.integration.test_webhooks import register
 from tests.support.receiver import Receiver
 
@@ -261,6 +265,30 @@ def test_a_clicks_response_url_is_guarded(caplog, url):
     app.reply(url, {"text": "done"})
 
     assert [r.getMessage() for r in caplog.records] == ["slack reply refused by the egress guard"]
+
+
+# --- send time: mail ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "title", ["Refund order 42\nfor ACME", "Refund\r\nBcc: thief@example.net", "Refund\u2028now", "Refund\x85now"]
+)
+def test_a_gate_title_with_a_line_break_is_mailed_on_one_subject_line(world, services, admin, tenant, title):
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "{{inputs.what}}", "approversList": ["ann"]}}]
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = services.lifecycle.create_run(
+        admin, CreateRunRequest.model_validate({"workflowId": "ship", "inputs": {"what": title}})
+    )
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    message = queue_message(tenant, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
+
+    assert worker_for(services, world.queues).handle(delivered(world.queues, message)) == "sent"
+
+    (mail,) = sent_mail()
+    assert set(mail.destinations) == {"ann@example.com"}
+    parsed = message_from_bytes(mail.raw_data.encode(), policy=default)
+    assert parsed["Bcc"] is None
+    assert parsed["Subject"].endswith(" ".join(title.split()))
 
 
 # --- stalling receivers ---------------------------------------------------------------------------
