@@ -214,6 +214,26 @@ def test_a_secret_no_header_can_carry_is_unavailable_and_never_sent(services, ad
     assert value not in json.dumps(error)
 
 
+def test_each_header_is_sent_once_whatever_the_case_a_definition_spells_it_in(
+    services, admin, actions, receiver, tenant
+):
+    boto3.client("secretsmanager").create_secret(Name=f"interlude/actions/{tenant}/payments", SecretString="Bearer sk-1")
+    headers = {"content-type": "text/plain", "user-agent": "mine/1", "authorization": "Bearer plain", "X-Order": "o-1"}
+    definition = workflow(receiver.url(), headers=headers, secretHeaders={"Authorization": "payments"})
+
+    approved_run(services, admin, definition)
+    settle(actions)
+
+    (hit,) = receiver.hits
+    sent = [(name.lower(), value) for name, value in hit.header_lines]
+    assert len(sent) == len(dict(sent)), sent
+    # What Interlude sets wins, as a secret header wins over a plain one of its name.
+    assert dict(sent)["content-type"] == "application/json"
+    assert dict(sent)["user-agent"] == "interlude-actions/1"
+    assert dict(sent)["authorization"] == "Bearer sk-1"
+    assert dict(sent)["x-order"] == "o-1"
+
+
 @pytest.mark.parametrize("url", ["https://rebind.example.com/refunds", "https://several.example.com/refunds"])
 def test_an_action_to_a_name_with_a_private_answer_is_refused_at_send_time(
     services, admin, actions, deployed, monkeypatch, url

@@ -145,15 +145,13 @@ class ActionWorker(LeasedWorker[Call]):
         request = pending.request
         try:
             target = check_url(request["url"], resolve=self.resolve, allow_loopback=self.settings.allow_loopback)
-            headers = {
-                **request["headers"],
-                **self._secret_headers(pending.effectId, request["secretHeaders"]),
-                "Idempotency-Key": provider_key(pending.effectId),
-                "User-Agent": USER_AGENT,
-            }
             body = request.get("body")
+            ours = {"Idempotency-Key": provider_key(pending.effectId), "User-Agent": USER_AGENT}
             if body is not None:
-                headers["Content-Type"] = "application/json"
+                ours["Content-Type"] = "application/json"
+            headers = _one_per_name(
+                request["headers"], self._secret_headers(pending.effectId, request["secretHeaders"]), ours
+            )
             response = send_pinned(
                 request["method"],
                 target,
@@ -232,6 +230,15 @@ class ActionWorker(LeasedWorker[Call]):
                 raise _SecretMissing(header, name)
             values[header] = value
         return values
+
+
+def _one_per_name(*layers: dict[str, str]) -> dict[str, str]:
+    """The headers of `layers`, a later layer's replacing an earlier one's of the same name in any case: HTTP names
+    are case-insensitive, and a definition's `content-type` beside Interlude's `Content-Type` would be sent twice."""
+    merged: dict[str, tuple[str, str]] = {}
+    for layer in layers:
+        merged.update({name.lower(): (name, value) for name, value in layer.items()})
+    return dict(merged.values())
 
 
 def _settled(outcome: dict[str, Any]) -> Attempted:
