@@ -287,6 +287,21 @@ def test_a_clicks_response_url_is_guarded(caplog, url):
     assert [r.getMessage() for r in caplog.records] == ["slack reply refused by the egress guard"]
 
 
+def test_a_retry_after_written_in_superscript_digits_is_read_as_none(services, admin, actions):
+    # Latin-1's superscripts are digits to str.isdigit, and no number to int().
+    answer = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: \xb2\r\nContent-Length: 0\r\n\r\n"
+    server = Scripted(answer)
+    try:
+        run_id = approved_run(services, admin, workflow(server.url("/refunds"), maxAttempts=2))
+        settle(actions)
+    finally:
+        server.close()
+
+    error = failure_of(services, run_id)
+    assert error["code"] == "interlude.http_failed"
+    assert (error["details"]["status"], error["details"]["attempts"]) == (503, 2)
+
+
 # --- send time: mail ------------------------------------------------------------------------------
 
 
@@ -314,36 +329,55 @@ def test_a_gate_title_with_a_line_break_is_mailed_on_one_subject_line(world, ser
 # --- stalling receivers ---------------------------------------------------------------------------
 
 
-class Stalling:
-    """A TCP listener on 127.0.0.1 that sends `opening`, then `drip` one byte at a time every `every_s` seconds."""
+class Scripted:
+    """A TCP listener on 127.0.0.1 that answers every connection with `opening`, then `drip` one byte every `every_s`
+    seconds, whatever it was sent."""
 
-    def __init__(self, opening: bytes, drip: bytes, every_s: float) -> None:
+    def __init__(self, opening: bytes, drip: bytes = b"", every_s: float = 0.1) -> None:
         self.listener = socket.create_server((LOOPBACK, 0))
+        self.listener.settimeout(0.05)
         self.port = self.listener.getsockname()[1]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(opening, drip, every_s), daemon=True)
         self._thread.start()
 
     def _serve(self, opening: bytes, drip: bytes, every_s: float) -> None:
-        conn, _ = self.listener.accept()
-        with conn:
+        while not self._stop.is_set():
             try:
-                conn.sendall(opening)
-                for byte in drip:
-                    if self._stop.wait(every_s):
-                        return
-                    conn.sendall(bytes([byte]))
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            with conn:
+                self._answer(conn, opening, drip, every_s)
+
+    def _answer(self, conn: socket.socket, opening: bytes, drip: bytes, every_s: float) -> None:
+        try:
+            conn.sendall(opening)
+            for byte in drip:
+                if self._stop.wait(every_s):
+                    return
+                conn.sendall(bytes([byte]))
+            # Read what the client sent before closing, so that the close is no reset that loses the answer.
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(2)
+            while conn.recv(65536):
+                pass
+        except OSError:
+            return
+
+    def url(self, path: str) -> str:
+        return f"http://{LOOPBACK}:{self.port}{path}"
 
     def close(self) -> None:
         self._stop.set()
-        self.listener.close()
         self._thread.join(5)
+        self.listener.close()
 
 
 def stalled(scheme: str, opening: bytes, drip: bytes) -> tuple[DeliveryFailed, float]:
-    server = Stalling(opening, drip, every_s=0.1)
+    server = Scripted(opening, drip)
     target = CheckedTarget(scheme, "hooks.example.com", server.port, "/hook", (LOOPBACK,))
     started = time.monotonic()
     try:

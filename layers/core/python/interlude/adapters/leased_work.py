@@ -176,6 +176,6 @@ def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], floa
 
 def retry_after_s(header: str | None) -> int | None:
     """A Retry-After header's seconds (its date form is not honoured)."""
-    if header and header.strip().isdigit():
-        return int(header.strip())
-    return None
+    seconds = (header or "").strip()
+    # ASCII digits only: a header is read as Latin-1, whose superscripts (², ³, ¹) str.isdigit takes and int refuses.
+    return int(seconds) if seconds.isascii() and seconds.isdigit() else None
