@@ -38,7 +38,7 @@ from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.egress import CheckedTarget
-from tests.integration.conftest import new_api_key
+from tests.integration.conftest import new_api_key, state_of
 from tests.integration.test_actions import approved_run, settle, workflow
 from tests.integration.test_callbacks import start_gate_run
 from tests.integration.test_notify_worker import delivered, open_gate, sent_mail, worker_for
@@ -300,6 +300,44 @@ def test_a_retry_after_written_in_superscript_digits_is_read_as_none(services, a
     error = failure_of(services, run_id)
     assert error["code"] == "interlude.http_failed"
     assert (error["details"]["status"], error["details"]["attempts"]) == (503, 2)
+
+
+def answered(services, admin, actions, body: bytes) -> dict:
+    """The output of a core.http node whose receiver answers 200 with `body` as application/json."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    server = Scripted(head + body)
+    try:
+        run_id = approved_run(services, admin, workflow(server.url("/refunds"), maxAttempts=1, responseBudgetBytes=32768))
+        settle(actions)
+    finally:
+        server.close()
+    state = state_of(services, run_id)
+    assert state.nodes["refund"].status == "completed", state.nodes["refund"]
+    return state.outputs["refund"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100 + b"]" * 100,
+        b"[" * 10_000 + b"]" * 10_000,
+        b'{"fee": NaN}',
+        b'{"fee": -Infinity}',
+        b'{"fee": 1e400}',
+        b'{"fee": ' + b"9" * 5000 + b"}",
+    ],
+    ids=["nested-100", "nested-10000", "nan", "infinity", "past-a-double", "5000-digits"],
+)
+def test_a_json_answer_no_output_can_hold_completes_the_node_as_text(services, admin, actions, body):
+    output = answered(services, admin, actions, body)
+
+    assert (output["status"], output["body"], output["truncated"]) == (200, body.decode(), False)
+
+
+def test_a_json_answer_nested_within_the_outputs_budget_is_parsed(services, admin, actions):
+    output = answered(services, admin, actions, b"[" * 40 + b"]" * 40)
+
+    assert json.dumps(output["body"], separators=(",", ":")) == "[" * 40 + "]" * 40
 
 
 # --- send time: mail ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import random
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from interlude.adapters.delivery.pinned_http import AnsweredResponse, DeliveryFa
 from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_after_s
 from interlude.app.caught import caught
 from interlude.config.actions import ActionSettings
+from interlude.domain.budgets import MAX_VALUE_DEPTH, BudgetExceeded, json_size
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import run_error
 from interlude.domain.ids import secret_name, tenant_of
@@ -264,7 +266,7 @@ def _output(pending: PendingAction, attempt: int, response: AnsweredResponse) ->
     body: Any = excerpt.decode("utf-8", errors="replace")
     if not truncated and (response.content_type or "").split(";")[0].strip().lower().endswith("json") and excerpt:
         with contextlib.suppress(ValueError):
-            body = json.loads(excerpt)
+            body = _json_body(excerpt)
     return {
         "status": response.status,
         "body": body,
@@ -272,6 +274,32 @@ def _output(pending: PendingAction, attempt: int, response: AnsweredResponse) ->
         "effectId": pending.effectId,
         "attempt": attempt,
     }
+
+
+def _json_body(excerpt: bytes) -> Any:
+    """The answer's JSON as a node's output can hold it; ValueError (the body is kept as text) when it is no JSON, or
+    holds a NaN or an infinity (which no stored value may), or nests past the output's budget (the body is one level
+    inside the output), which a receiver nesting thousands deep would otherwise take the parser past Python's stack."""
+    try:
+        value = json.loads(excerpt, parse_float=_finite, parse_constant=_not_json)
+    except RecursionError:
+        raise ValueError("the answer nests deeper than Python's parser goes") from None
+    try:
+        json_size(value, 1 << 62, depth=MAX_VALUE_DEPTH - 1)
+    except BudgetExceeded as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is past a double's range")
+    return value
+
+
+def _not_json(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
 
 
 def _error(code: str, message: str, pending: PendingAction, attempt: int, **details: Any) -> dict[str, Any]:
