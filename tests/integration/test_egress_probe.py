@@ -325,8 +325,10 @@ def answered(services, admin, actions, body: bytes) -> dict:
         b'{"fee": -Infinity}',
         b'{"fee": 1e400}',
         b'{"fee": ' + b"9" * 5000 + b"}",
+        b'{"name": "\\ud800"}',
+        b'{"\\udc00": 1}',
     ],
-    ids=["nested-100", "nested-10000", "nan", "infinity", "past-a-double", "5000-digits"],
+    ids=["nested-100", "nested-10000", "nan", "infinity", "past-a-double", "5000-digits", "lone-surrogate", "in-a-key"],
 )
 def test_a_json_answer_no_output_can_hold_completes_the_node_as_text(services, admin, actions, body):
     output = answered(services, admin, actions, body)
@@ -441,3 +443,4 @@ def test_an_endless_run_of_100_continue_answers_ends_without_a_response():
     # Refused at the header cap or the deadline, or (Python 3.14's http.client) after a hundred interim answers.
     assert failed.error_class in ("too_large", "timeout", "protocol")
     assert took < 3
+

@@ -278,8 +278,8 @@ def _output(pending: PendingAction, attempt: int, response: AnsweredResponse) ->
 
 def _json_body(excerpt: bytes) -> Any:
     """The answer's JSON as a node's output can hold it; ValueError (the body is kept as text) when it is no JSON, or
-    holds a NaN or an infinity (which no stored value may), or nests past the output's budget (the body is one level
-    inside the output), which a receiver nesting thousands deep would otherwise take the parser past Python's stack."""
+    holds a NaN, an infinity or a lone surrogate (which no stored value may), or nests past the output's budget (the
+    body is one level inside the output; thousands deep would take the parser past Python's stack)."""
     try:
         value = json.loads(excerpt, parse_float=_finite, parse_constant=_not_json)
     except RecursionError:
@@ -288,6 +288,8 @@ def _json_body(excerpt: bytes) -> Any:
         json_size(value, 1 << 62, depth=MAX_VALUE_DEPTH - 1)
     except BudgetExceeded as exc:
         raise ValueError(str(exc)) from None
+    # A lone surrogate (`"\ud800"`) parses, and then no UTF-8 answer, event or delivery can carry it.
+    json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
     return value
 
 
