@@ -29,21 +29,30 @@ import boto3
 import pytest
 
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
+from interlude.adapters.delivery.signing import SecretCache
+from interlude.adapters.delivery.worker import Worker as CallbackWorker
 from interlude.adapters.leased_work import RetryLater
 from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.adapters.notify.slack_interactivity import SlackApp
+from interlude.config.delivery import delivery_settings
 from interlude.config.notify import NotifySettings
 from interlude.domain.errors import Invalid
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local.sqs_pump import to_event_record
 from interlude.rules.egress import CheckedTarget
+from interlude.store.deliveries import DeliveryStore
+from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key, state_of
 from tests.integration.test_actions import approved_run, settle, workflow
 from tests.integration.test_callbacks import start_gate_run
+from tests.integration.test_notice_bundles import RESOLVE_NOTICES, resolved_run, seen
 from tests.integration.test_notify_worker import delivered, open_gate, sent_mail, worker_for
 from tests.integration.test_webhooks import register
-from tests.support.receiver import Receiver
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
+from tests.support.queues import queued
+from tests.support.receiver import Receiver, delivering_to_loopback
 
 LOOPBACK = "127.0.0.1"
 
@@ -254,6 +263,58 @@ def test_an_action_to_a_name_with_a_private_answer_is_refused_at_send_time(
     assert '"interlude.egress_denied"' in error
     assert "10.0.0.5" not in error
     assert "127.0.0.1" not in error
+
+
+# --- send time: callbacks ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def callbacks(world, monkeypatch):
+    for name, value in {"PUBLIC_BASE_URL": "https://interlude.example.com", **delivering_to_loopback(3)}.items():
+        monkeypatch.setenv(name, value)
+    return world
+
+
+def callbacks_worker(time_left: list[float]) -> CallbackWorker:
+    """The callbacks worker as one invocation runs it, its time left read from `time_left`, one value each look."""
+    settings = delivery_settings()
+    worker = CallbackWorker(
+        deliveries=DeliveryStore(Store(TABLE, ENTRIES_TABLE)),
+        sqs=boto3.client("sqs"),
+        secrets=SecretCache(boto3.client("secretsmanager"), settings.secret_prefix),
+        settings=settings,
+    )
+    looks = iter(time_left)
+    worker.time_left_s = lambda: next(looks)
+    return worker
+
+
+def received_once(queue_url: str) -> dict:
+    (message,) = queued(queue_url)
+    return to_event_record(message, "arn:aws:sqs:us-east-1:123456789012:callbacks")
+
+
+def test_a_bundles_next_notice_waits_for_an_invocation_with_time_to_dial_it(services, admin, callbacks, receiver):
+    # A receiver answering each notice slowly (up to the total timeout) would otherwise hold the invocation for the
+    # sum of a bundle's notices, past the function's timeout: nothing recorded, every notice sent again.
+    run_id, _, _ = resolved_run(services, admin, callbacks, receiver, [])
+    url = callbacks.queues["callbacks"]
+
+    # An invocation with time for no dial (a second left; a dial is bound by 4 here) hands the message back untouched
+    with pytest.raises(RetryLater):
+        callbacks_worker([1.0]).handle(received_once(url))
+    assert len(receiver.hits) == 1
+    assert seen(services, admin, run_id) == []
+
+    # One with time for one dial posts the first notice, records it, and leaves the second for the next receive
+    with pytest.raises(RetryLater):
+        callbacks_worker([60.0, 1.0]).handle(received_once(url))
+    assert [json.loads(h.body)["type"] for h in receiver.hits[1:]] == ["interrupt.resolved"]
+    assert seen(services, admin, run_id) == [("interrupt.resolved", 1, "succeeded")]
+
+    assert callbacks_worker([60.0, 60.0]).handle(received_once(url)) == "delivered"
+    assert [json.loads(h.body)["type"] for h in receiver.hits[1:]] == RESOLVE_NOTICES
+    assert sorted(seen(services, admin, run_id)) == [("interrupt.resolved", 1, "succeeded"), ("run.completed", 1, "succeeded")]
 
 
 # --- send time: Slack ----------------------------------------------------------------------------
