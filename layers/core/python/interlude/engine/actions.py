@@ -48,9 +48,10 @@ MAX_ATTEMPTS = 10
 
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 SECRET_REF_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-# What a header value may hold (RFC 9110 section 5.5): visible ASCII, spaces and tabs, and Latin-1's letters (obs-text,
-# which the HTTP client sends as single octets). Not CR or LF, which would start a header of the tenant's own, nor
-# other control characters, which receivers read differently, nor what Latin-1 cannot write, which no request carries.
+# What a header value may hold (RFC 9110 section 5.5): visible ASCII, spaces and tabs, and Latin-1's printable upper
+# half (obs-text, which the HTTP client sends as single octets). Not CR or LF, which would start a header of the
+# tenant's own, nor other control characters (C1's too), which receivers read differently, nor what Latin-1 cannot
+# write, which no request carries.
 HEADER_VALUE_RE = re.compile(r"[\t\x20-\x7e\xa0-\xff]*")
 # Set by the worker or by the connection itself; a definition may not set them.
 RESERVED_HEADERS = frozenset(
