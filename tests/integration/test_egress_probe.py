@@ -52,6 +52,7 @@ from tests.integration.test_callbacks import start_gate_run
 from tests.integration.test_notice_bundles import RESOLVE_NOTICES, resolved_run, seen
 from tests.integration.test_notify_worker import delivered, open_gate, sent_mail, worker_for
 from tests.integration.test_webhooks import register
+from tests.support.egress import needs_lookup
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.queues import queued
 from tests.support.receiver import Receiver, delivering_to_loopback
@@ -188,6 +189,22 @@ def test_webhook_registration_refuses_every_unreachable_url(services, admin, dep
         register(services, admin, url, ["interrupt.requested"])
 
     assert (refused.value.code, refused.value.details["field"]) == ("webhook_url_rejected", "url")
+
+
+@pytest.mark.parametrize("url", [u for u in UNREACHABLE if not needs_lookup(u)])
+def test_a_workflow_save_refuses_a_core_http_url_unreachable_as_written(services, admin, deployed, url):
+    with pytest.raises(Invalid) as refused:
+        services.workflows.put_workflow(admin, "refund", WorkflowDefinition.model_validate(workflow(url)))
+
+    assert refused.value.code == "validation_error"
+    assert [e["path"] for e in refused.value.details["errors"]] == ["nodes/1/config/url"]
+    assert "93.184" not in json.dumps(refused.value.details)
+
+
+@pytest.mark.parametrize("url", ["https://rebind.example.com/refunds", "{{inputs.orderId}}", "https://{{inputs.orderId}}/"])
+def test_a_workflow_save_leaves_names_and_templates_to_the_call(services, admin, deployed, url):
+    # No lookup at registration: the name may resolve otherwise when the call is made, and is judged then.
+    services.workflows.put_workflow(admin, "refund", WorkflowDefinition.model_validate(workflow(url)))
 
 
 def put_json(url: str, key: str, body: dict) -> tuple[int, dict]:
