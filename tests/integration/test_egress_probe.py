@@ -5,9 +5,9 @@ and the receiving servers.
 Probed (moto, the real services and workers, receivers on 127.0.0.1; host names answered by an injected resolver,
 never by the network):
 * the addresses the guard must refuse, in the spellings an attacker would try, at every edge that takes a
-  destination (createRun's callbackUrl, webhook registration, the Slack webhook URL) and again at send time (a
-  core.http node's rendered URL, a name whose answers changed since the edge: rebinding, one private answer among
-  public ones);
+  destination (createRun's callbackUrl, webhook registration, the Slack webhook URL, a workflow's core.http URL as
+  written) and again at send time (a core.http node's rendered URL, a Slack webhook or a click's response_url, a
+  name whose answers changed since the edge: rebinding, one private answer among public ones);
 * header injection through every tenant-written value a request carries (a core.http node's header templates and
   secret values, the e-mail's subject from a gate's title), values no HTTP request can carry, and one header name
   spelled in two cases;
