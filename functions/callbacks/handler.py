@@ -120,6 +120,7 @@ def record_handler(outcome: dict[str, str | BaseException], record: SQSRecord) -
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    worker().time_left_s = lambda: context.get_remaining_time_in_millis() / 1000
     outcome = delivered(event.get("Records") or [])
     return process_partial_response(
         event=event, record_handler=partial(record_handler, outcome), processor=processor, context=context

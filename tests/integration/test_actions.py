@@ -332,7 +332,8 @@ def test_the_egress_guard_refuses_loopback_without_the_development_switch(
     services, admin, aws, receiver, monkeypatch
 ):
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
-    run_id = approved_run(services, admin, workflow(receiver.url()))
+    # Rendered from the run's inputs: a URL written as it is would be refused when the definition is registered.
+    run_id = approved_run(services, admin, workflow("{{inputs.orderId}}"), order=receiver.url())
 
     settle(aws)
 
@@ -427,9 +428,10 @@ def test_a_failed_run_retried_while_a_change_of_retention_is_given_to_it_keeps_n
     run's items page by page: a run that runs again meanwhile, whose own retention turn gave its items their open
     expiry first, must not keep the re-stamp's, which would delete its event batches while it runs."""
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
-    failing = workflow(receiver.url())
+    # Refused when called (a URL written as it is would be refused when the definition is registered).
+    failing = workflow("{{inputs.orderId}}")
     failing["nodes"], failing["edges"] = failing["nodes"][:2], failing["edges"][:1]
-    run_id = approved_run(services, admin, failing)
+    run_id = approved_run(services, admin, failing, order=receiver.url())
     settle(aws)
     assert state_of(services, run_id).status == "failed"
     # Given the tenant's retention made 30 days, and the failed action retried (its transition, then its own retention

@@ -12,6 +12,13 @@ from interlude.api.console.session import SESSION_COOKIE
 from tests.support.local_stack import Api
 
 PROOF = re.compile(r'name="csrf" value="([^"]+)"')
+# A workflow whose one step calls a private address the egress guard refuses when it calls (its URL rendered from an
+# input: written as it is, the definition would be refused when registered).
+REFUSED_AT_THE_CALL = {
+    "variables": [{"name": "target", "type": "string", "defaultValue": "https://10.0.0.1/x"}],
+    "nodes": [{"id": "call", "typeId": "core.http", "config": {"url": "{{inputs.target}}", "maxAttempts": 1}}],
+    "edges": [],
+}
 
 
 class Console:
@@ -82,8 +89,7 @@ def refund_workflow(api: Api) -> str:
 def failed_run(api: Api) -> str:
     """A run failed at its HTTP step: the egress guard refuses its private destination, never dialled."""
     workflow_id = f"console-refused-{uuid.uuid4().hex[:6]}"
-    node = {"id": "call", "typeId": "core.http", "config": {"url": "https://10.0.0.1/x", "maxAttempts": 1}}
-    assert api.put_workflow(workflow_id, {"nodes": [node], "edges": []}).status_code == 201
+    assert api.put_workflow(workflow_id, REFUSED_AT_THE_CALL).status_code == 201
     run_id = api.start(workflow_id)["runId"]
     assert api.wait_status(run_id, {"failed"}, timeout_s=60)["status"] == "failed"
     return run_id

@@ -19,7 +19,7 @@ from interlude.store.layout import INTERRUPT_SK_PREFIX, keys_index_pk, run_pk
 from interlude.store.limits import MAX_SHARDS, usage_key
 from interlude.store.retention import RETAINED
 from interlude.store.table import batch_get
-from tests.support.console import Console, gate_workflow
+from tests.support.console import REFUSED_AT_THE_CALL, Console, gate_workflow
 from tests.support.dead_letters import dead_letter_behind_the_api, dead_notification_behind_the_api
 from tests.support.local_stack import Api, quiesce, stack_client, tenant_admin_key, wire
 
@@ -53,8 +53,7 @@ class Tenant:
         """A run failed at its HTTP step: the egress guard refuses its private destination, never dialled."""
         if not hasattr(self, "refused_call"):
             self.refused_call = f"refused-{uuid.uuid4().hex[:6]}"
-            node = {"id": "call", "typeId": "core.http", "config": {"url": "https://10.0.0.1/x", "maxAttempts": 1}}
-            assert self.api.put_workflow(self.refused_call, {"nodes": [node], "edges": []}).status_code == 201
+            assert self.api.put_workflow(self.refused_call, REFUSED_AT_THE_CALL).status_code == 201
         run_id = self.api.start(self.refused_call)["runId"]
         assert self.api.wait_status(run_id, {"failed"}, timeout_s=60)["status"] == "failed"
         return run_id

@@ -31,6 +31,8 @@ class Received:
     headers: dict[str, str]
     body: bytes
     method: str = "POST"
+    # Every header line as sent, in order: a name sent twice is here twice.
+    header_lines: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -56,7 +58,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with owner._lock:
-                    owner.hits.append(Received(self.path, headers, body, self.command))
+                    owner.hits.append(Received(self.path, headers, body, self.command, list(self.headers.items())))
                     step = owner.script.pop(0) if owner.script else 200
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     if isinstance(step, tuple) and step[0] == "sleep":

@@ -336,7 +336,8 @@ FUNCTIONS: tuple[Function, ...] = (
     Function(
         name="callbacks",
         handler="handler.lambda_handler",
-        # A batch is CALLBACK_BATCH_SIZE attempts of at most 15 s each (one after another for the notices of one run).
+        # A batch is CALLBACK_BATCH_SIZE attempts of at most 15 s each (one after another for the notices of one run);
+        # a bundle's notices are dialled only while the invocation has a dial's bound left (docs/adr/0181).
         timeout_s=90,
         # A notice waits ≈ 100 ms on its POST and reads against ≈ 6 ms of CPU (its TLS handshake included): a larger
         # share of a vCPU would mostly be billed waiting. Not below: at full batches the CPU of a batch's four notices

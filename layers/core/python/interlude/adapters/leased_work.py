@@ -34,6 +34,11 @@ class RetryLater(Exception):
     """The message stays on the queue (hidden until it is to be tried again); report it as a failed item."""
 
 
+class OutOfTime(Exception):
+    """The invocation has no time left for the attempt: nothing was attempted, and the message is handed out again at
+    once (to an invocation with time for it), no attempt counted."""
+
+
 class QueueSettings(Protocol):
     @property
     def queue_url(self) -> str: ...
@@ -116,7 +121,10 @@ class LeasedWorker(ABC, Generic[W]):
             self.retry_later(record, claim.retry_in_s, f"{work.label} is leased by another worker")
         if self.HIDE_FOR_LEASE:
             self.hide(record, work.lease_s)
-        attempted = self.attempt(work, claim)
+        try:
+            attempted = self.attempt(work, claim)
+        except OutOfTime:
+            self.retry_later(record, 0, f"{work.label} waits for an invocation with time for its attempt")
         if attempted.status is not None:
             return self.settle(work, claim, attempted.status, attempted.kept)
         # A unit reopened after its dead letter (store.leases.Ledger.reopen) has a round of attempts of its own.
@@ -176,6 +184,6 @@ def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], floa
 
 def retry_after_s(header: str | None) -> int | None:
     """A Retry-After header's seconds (its date form is not honoured)."""
-    if header and header.strip().isdigit():
-        return int(header.strip())
-    return None
+    seconds = (header or "").strip()
+    # ASCII digits only: a header is read as Latin-1, whose superscripts (², ³, ¹) str.isdigit takes and int refuses.
+    return int(seconds) if seconds.isascii() and seconds.isdigit() else None

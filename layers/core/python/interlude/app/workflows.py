@@ -14,6 +14,7 @@ from interlude.domain.ids import INLINE_WORKFLOW_PREFIX
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.run import check_config
 from interlude.rules import auth
+from interlude.rules.callback_url import action_url_problems
 from interlude.rules.limits import check_definition
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ MAX_WORKFLOW_LISTING = 10_000
 
 def check_workflow(definition: WorkflowDefinition) -> None:
     """What PUT /workflows/{id} refuses a parsed definition for (also `interlude workflows validate`, offline)."""
-    problems = check_config(definition)
+    problems = [*check_config(definition), *action_url_problems(definition.nodes)]
     if problems:
         raise Invalid("the workflow definition is not valid", {"errors": problems})
 

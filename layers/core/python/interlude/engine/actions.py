@@ -48,6 +48,11 @@ MAX_ATTEMPTS = 10
 
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 SECRET_REF_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+# What a header value may hold (RFC 9110 section 5.5): visible ASCII, spaces and tabs, and Latin-1's printable upper
+# half (obs-text, which the HTTP client sends as single octets). Not CR or LF, which would start a header of the
+# tenant's own, nor other control characters (C1's too), which receivers read differently, nor what Latin-1 cannot
+# write, which no request carries.
+HEADER_VALUE_RE = re.compile(r"[\t\x20-\x7e\xa0-\xff]*")
 # Set by the worker or by the connection itself; a definition may not set them.
 RESERVED_HEADERS = frozenset(
     {
@@ -136,16 +141,24 @@ def _text(value: Any, what: str, limit: int) -> str:
     return value
 
 
+def is_header_value(value: str) -> bool:
+    return HEADER_VALUE_RE.fullmatch(value) is not None
+
+
+def _header_value(name: str, value: Any) -> str:
+    text = _text(value, f"header {name}", MAX_HEADER_VALUE)
+    if not is_header_value(text):
+        raise ValueError(f"header {name} must render to visible characters, spaces and tabs (Latin-1)")
+    return text
+
+
 def _http(node_id: str, cfg: HttpConfig, scope: Mapping[str, Any]) -> ActionSpec | str:
     """The request a visit sends; a message (the node fails with validation_error) when it cannot be built."""
     run = scope.get("$run") or {}
     meter = Meter(what="the request")
     try:
         url = _text(render(cfg.url, scope, meter=meter), "url", MAX_URL_LENGTH)
-        headers = {
-            name: _text(render(value, scope, meter=meter), f"header {name}", MAX_HEADER_VALUE)
-            for name, value in cfg.headers.items()
-        }
+        headers = {name: _header_value(name, render(value, scope, meter=meter)) for name, value in cfg.headers.items()}
         business = None
         if cfg.effectKey is not None:
             business = _text(render(cfg.effectKey, scope, meter=meter), "effectKey", MAX_EFFECT_KEY)

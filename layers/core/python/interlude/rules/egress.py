@@ -146,6 +146,26 @@ def check_url(url: str, *, resolve: Resolver | None = None, allow_loopback: bool
     return CheckedTarget(scheme, host, port, path_and_query, tuple(map(address_text, addresses)))
 
 
+class _NeedsLookup(Exception):
+    pass
+
+
+def _no_lookup(host: str, port: int) -> list[str]:
+    raise _NeedsLookup(host)
+
+
+def refusal_without_lookup(url: str, *, allow_loopback: bool = False) -> EgressRefused | None:
+    """Why the guard refuses `url` before any DNS lookup (its scheme, its form, an IP literal, a local name), or None:
+    a URL whose host name must be resolved to be judged is judged when it is sent to."""
+    try:
+        check_url(url, resolve=_no_lookup, allow_loopback=allow_loopback)
+    except _NeedsLookup:
+        return None
+    except EgressRefused as refused:
+        return refused
+    return None
+
+
 def resolve_host(host: str, port: int) -> list[str]:
     """The default resolver: every TCP address getaddrinfo returns for ``host``."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)

@@ -12,10 +12,8 @@ from interlude.config.delivery import delivery_settings
 from interlude.domain import schemas
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
+from interlude.rules.callback_url import refusal_words
 from interlude.rules.egress import EgressRefused, Resolver, check_url
-
-# Every refused destination reads the same, whatever the reason (no oracle of internal DNS).
-_DESTINATION_REASONS = {"address_not_global", "unresolvable"}
 
 
 def check_webhook_url(url: str, resolve: Resolver | None = None) -> str:
@@ -23,10 +21,7 @@ def check_webhook_url(url: str, resolve: Resolver | None = None) -> str:
     try:
         check_url(url, resolve=resolve, allow_loopback=delivery_settings().allow_loopback)
     except EgressRefused as refused:
-        if refused.reason in _DESTINATION_REASONS:
-            reason, message = "destination_denied", "url must name a publicly reachable https destination"
-        else:
-            reason, message = refused.reason, f"url is refused: {refused.message}"
+        reason, message = refusal_words(refused, "url")
         raise Invalid(message, {"field": "url", "reason": reason}, code="webhook_url_rejected") from None
     return url
 

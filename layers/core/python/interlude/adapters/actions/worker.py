@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import random
 import time
 from collections.abc import Callable
@@ -29,12 +30,13 @@ from interlude.adapters.delivery.pinned_http import AnsweredResponse, DeliveryFa
 from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_after_s
 from interlude.app.caught import caught
 from interlude.config.actions import ActionSettings
+from interlude.domain.budgets import MAX_VALUE_DEPTH, BudgetExceeded, json_size
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import run_error
 from interlude.domain.ids import secret_name, tenant_of
 from interlude.domain.models.run import PendingAction
 from interlude.domain.written_numbers import with_spellings
-from interlude.engine.actions import provider_key
+from interlude.engine.actions import is_header_value, provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.retention import effect_expiry
 from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
@@ -56,7 +58,7 @@ SECRET_FINAL_ERRORS = frozenset(
 
 class _SecretMissing(Exception):
     def __init__(self, header: str, name: str) -> None:
-        super().__init__(f"the secret {name!r} for header {header!r} could not be read")
+        super().__init__(f"the secret {name!r} for header {header!r} is missing, unreadable or no header value")
         self.header = header
         self.name = name
 
@@ -145,15 +147,13 @@ class ActionWorker(LeasedWorker[Call]):
         request = pending.request
         try:
             target = check_url(request["url"], resolve=self.resolve, allow_loopback=self.settings.allow_loopback)
-            headers = {
-                **request["headers"],
-                **self._secret_headers(pending.effectId, request["secretHeaders"]),
-                "Idempotency-Key": provider_key(pending.effectId),
-                "User-Agent": USER_AGENT,
-            }
             body = request.get("body")
+            ours = {"Idempotency-Key": provider_key(pending.effectId), "User-Agent": USER_AGENT}
             if body is not None:
-                headers["Content-Type"] = "application/json"
+                ours["Content-Type"] = "application/json"
+            headers = _one_per_name(
+                request["headers"], self._secret_headers(pending.effectId, request["secretHeaders"]), ours
+            )
             response = send_pinned(
                 request["method"],
                 target,
@@ -228,10 +228,19 @@ class ActionWorker(LeasedWorker[Call]):
                     raise _SecretMissing(header, name) from None
                 raise
             value = got.get("SecretString")
-            if not isinstance(value, str) or not value or any(c in value for c in "\r\n\x00"):
+            if not isinstance(value, str) or not value or not is_header_value(value):
                 raise _SecretMissing(header, name)
             values[header] = value
         return values
+
+
+def _one_per_name(*layers: dict[str, str]) -> dict[str, str]:
+    """The headers of `layers`, a later layer's replacing an earlier one's of the same name in any case: HTTP names
+    are case-insensitive, and a definition's `content-type` beside Interlude's `Content-Type` would be sent twice."""
+    merged: dict[str, tuple[str, str]] = {}
+    for layer in layers:
+        merged.update({name.lower(): (name, value) for name, value in layer.items()})
+    return dict(merged.values())
 
 
 def _settled(outcome: dict[str, Any]) -> Attempted:
@@ -257,7 +266,7 @@ def _output(pending: PendingAction, attempt: int, response: AnsweredResponse) ->
     body: Any = excerpt.decode("utf-8", errors="replace")
     if not truncated and (response.content_type or "").split(";")[0].strip().lower().endswith("json") and excerpt:
         with contextlib.suppress(ValueError):
-            body = json.loads(excerpt)
+            body = _json_body(excerpt)
     return {
         "status": response.status,
         "body": body,
@@ -265,6 +274,34 @@ def _output(pending: PendingAction, attempt: int, response: AnsweredResponse) ->
         "effectId": pending.effectId,
         "attempt": attempt,
     }
+
+
+def _json_body(excerpt: bytes) -> Any:
+    """The answer's JSON as a node's output can hold it; ValueError (the body is kept as text) when it is no JSON, or
+    holds a NaN, an infinity or a lone surrogate (which no stored value may), or nests past the output's budget (the
+    body is one level inside the output; thousands deep would take the parser past Python's stack)."""
+    try:
+        value = json.loads(excerpt, parse_float=_finite, parse_constant=_not_json)
+    except RecursionError:
+        raise ValueError("the answer nests deeper than Python's parser goes") from None
+    try:
+        json_size(value, 1 << 62, depth=MAX_VALUE_DEPTH - 1)
+    except BudgetExceeded as exc:
+        raise ValueError(str(exc)) from None
+    # A lone surrogate (`"\ud800"`) parses, and then no UTF-8 answer, event or delivery can carry it.
+    json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is past a double's range")
+    return value
+
+
+def _not_json(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
 
 
 def _error(code: str, message: str, pending: PendingAction, attempt: int, **details: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ order (store/deliveries.py), each with its own `webhook-id`, attempts and dead l
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from interlude.adapters.delivery.subscriptions import (
     delivery_bytes,
     delivery_headers,
 )
-from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_after_s
+from interlude.adapters.leased_work import Attempted, LeasedWorker, OutOfTime, Work, retry_after_s
 from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.caught import caught
 from interlude.config.delivery import DeliverySettings
@@ -60,6 +61,10 @@ CALLBACK_FINAL_STATUSES = frozenset({410})
 # claims nothing, and the callbacks queue's visibility timeout (540 s) is far beyond it, so a message is not handed
 # out again while its attempt runs.
 LEASE_MARGIN_S = 30.0
+# A dial begins only with its bound (the total timeout) and this much more left in the invocation: its record's write
+# and the batch's report come after it. A bundle's notices are dialled one after another, each within its bound, so
+# without this a receiver answering each slowly would hold the invocation past the function's timeout (ADR 0181).
+DIAL_MARGIN_S = 5.0
 
 
 class Unprojectable(Exception):
@@ -96,6 +101,8 @@ class Worker(LeasedWorker[Outgoing]):
     # deliveries' table), and their secrets (None: the deployment's, read from Secrets Manager when first needed).
     webhook_store: WebhookStore | None = None
     subscription_secret_cache: SubscriptionSecretCache | None = None
+    # Seconds left in the invocation (the handler's Lambda context); unbounded outside one.
+    time_left_s: Callable[[], float] = field(default=lambda: math.inf)
 
     CLAIMS = False
     MESSAGE = "callback"
@@ -222,6 +229,8 @@ class Worker(LeasedWorker[Outgoing]):
         """One guarded, signed, pinned POST, and its attempt record."""
         if work.parts:
             return self._attempt_bundle(work, claim)
+        if not self._time_for_a_dial():
+            raise OutOfTime
         record, retry_after, final = self._dial(work, claim.attempt)
         if record["status"] == "succeeded":
             return Attempted("delivered", record)
@@ -229,12 +238,19 @@ class Worker(LeasedWorker[Outgoing]):
 
     def _attempt_bundle(self, work: Outgoing, claim: Claim) -> Attempted:
         """A POST of each notice not settled yet, in order, until one fails and may be tried again: a notice whose
-        round of attempts ran out (or that failed for good) is dead-lettered on its own, and the next one is dialled."""
+        round of attempts ran out (or that failed for good) is dead-lettered on its own, and the next one is dialled.
+        When the invocation has no time for the next dial, the notices dialled so far are recorded and the rest wait
+        for the message's next receive."""
         notices = bundle_parts(work.ref, claim.held)
         records: list[dict[str, Any]] = []
         for part, outgoing in zip(notices, work.parts, strict=True):
             if part.get("status"):
                 continue
+            if not self._time_for_a_dial():
+                if not records:
+                    raise OutOfTime
+                # No notice's attempt failed (in_round 0): the message comes back after the first backoff.
+                return Attempted(None, {"records": records}, why="out of time", in_round=0)
             record, retry_after, final = self._dial(outgoing, int(part["tries"]) + 1)
             records.append(record)
             if record["status"] == "succeeded":
@@ -249,6 +265,9 @@ class Worker(LeasedWorker[Outgoing]):
             outgoing.dead([*earlier, record], False)
         status = bundle_status(applied(notices, records)[0])
         return Attempted(status, {"records": records})
+
+    def _time_for_a_dial(self) -> bool:
+        return self.time_left_s() >= self.settings.total_timeout_s + DIAL_MARGIN_S
 
     def _dial(self, outgoing: Outgoing, attempt: int) -> tuple[dict[str, Any], int | None, bool]:
         """One POST of `outgoing` as its attempt number `attempt`: its record, its Retry-After seconds, whether final."""

@@ -200,7 +200,9 @@ def mime_email(from_address: str, to_address: str, content: Content) -> bytes:
     """The e-mail as MIME (multipart/alternative: plain text and HTML), what SES's raw send takes."""
     title, text, page = email_parts(content)
     message = EmailMessage()
-    message["Subject"] = title
+    # A header is one line: a gate's title (templated from a run's inputs) may hold line breaks, which the e-mail
+    # policy refuses rather than sending a header of its own.
+    message["Subject"] = " ".join(title.split())
     message["From"] = from_address
     message["To"] = to_address
     message.set_content(text)
