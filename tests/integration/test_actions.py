@@ -4,6 +4,7 @@ handlers, and a receiver on 127.0.0.1 (the development loopback switch on)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 
@@ -341,6 +342,54 @@ def test_the_egress_guard_refuses_loopback_without_the_development_switch(
     failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
     assert failed["payload"]["error"]["code"] == "interlude.egress_denied"
     assert "127.0.0.1" not in failed["payload"]["error"]["message"]
+
+
+@pytest.fixture
+def dns(monkeypatch):
+    """Name resolution as the worker meets it: `refunds.example.com` fails `failures[0]` times (a resolver timing out),
+    then resolves to the receiver on 127.0.0.1; every other name as the system resolves it."""
+    failures = [0]
+    system = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "refunds.example.com":
+            if failures[0]:
+                failures[0] -= 1
+                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+            host = "127.0.0.1"
+        return system(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return failures
+
+
+def test_a_host_name_that_does_not_resolve_is_tried_again_as_a_connection_error_is(services, admin, aws, receiver, dns):
+    dns[0] = 1
+    url = receiver.url().replace("127.0.0.1", "refunds.example.com")
+    run_id = approved_run(services, admin, workflow(url, maxAttempts=3))
+
+    settle(aws)
+
+    assert len(receiver.hits) == 1
+    assert state_of(services, run_id).outputs["refund"]["status"] == 200
+
+
+def test_a_host_name_that_never_resolves_fails_the_node_when_its_attempts_run_out(services, admin, aws, receiver, dns):
+    dns[0] = 99
+    url = receiver.url().replace("127.0.0.1", "refunds.example.com")
+    run_id = approved_run(services, admin, workflow(url, maxAttempts=2))
+
+    settle(aws)
+
+    assert receiver.hits == []
+    error = failure_of(services, run_id)
+    assert (error["code"], error["details"]["errorClass"], error["details"]["attempts"]) == ("interlude.http_failed", "dns", 2)
+    assert dns[0] == 97
+
+
+def failure_of(services, run_id: str) -> dict:
+    failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    return failed["payload"]["error"]
 
 
 def test_auth_headers_come_from_secrets_manager_and_never_enter_the_run(services, admin, aws, receiver, tenant):

@@ -47,7 +47,7 @@ from interlude.rules.egress import CheckedTarget
 from interlude.store.deliveries import DeliveryStore
 from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key, state_of
-from tests.integration.test_actions import approved_run, settle, workflow
+from tests.integration.test_actions import approved_run, failure_of, settle, workflow
 from tests.integration.test_callbacks import start_gate_run
 from tests.integration.test_notice_bundles import RESOLVE_NOTICES, resolved_run, seen
 from tests.integration.test_notify_worker import delivered, open_gate, sent_mail, worker_for
@@ -228,11 +228,6 @@ def test_the_slack_webhook_url_refuses_every_unreachable_destination(gateway, se
 
 
 # --- send time: core.http -------------------------------------------------------------------------
-
-
-def failure_of(services, run_id: str) -> dict:
-    failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
-    return failed["payload"]["error"]
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import Invalid
-from interlude.rules.egress import EgressRefused, Resolver, check_url, refusal_without_lookup
+from interlude.rules.egress import UNRESOLVED, EgressRefused, Resolver, check_url, refusal_without_lookup
 
 if TYPE_CHECKING:
     from interlude.domain.models.workflow import Node
 
 # Every refused destination reads the same to the tenant, whatever the reason (no oracle of internal DNS).
-_DESTINATION_REASONS = {"address_not_global", "unresolvable"}
+_DESTINATION_REASONS = {"address_not_global", UNRESOLVED}
 ACTION_TYPE = "core.http"
 
 

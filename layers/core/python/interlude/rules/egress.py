@@ -94,6 +94,10 @@ _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
+# The reason of a host name that did not resolve: the one refusal the next attempt may not repeat.
+UNRESOLVED = "unresolvable"
+
+
 class EgressRefused(Exception):
     """A URL Interlude will not send to.
 
@@ -385,17 +389,17 @@ def _resolve_addresses(host: str, port: int, resolve: Resolver) -> list[IPAddres
     try:
         answers = resolve(host, port)
     except (OSError, UnicodeError) as exc:
-        raise EgressRefused("unresolvable", f"host {host!r} could not be resolved") from exc
+        raise EgressRefused(UNRESOLVED, f"host {host!r} could not be resolved") from exc
     addresses: list[IPAddress] = []
     for answer in answers:
         try:
             address = ipaddress.ip_address(answer)
         except ValueError:
-            raise EgressRefused("unresolvable", f"host {host!r} resolved to something that is not an address") from None
+            raise EgressRefused(UNRESOLVED, f"host {host!r} resolved to something that is not an address") from None
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise EgressRefused("unresolvable", f"host {host!r} has no addresses")
+        raise EgressRefused(UNRESOLVED, f"host {host!r} has no addresses")
     return addresses
 
 

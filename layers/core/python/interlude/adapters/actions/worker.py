@@ -37,7 +37,7 @@ from interlude.domain.ids import secret_name, tenant_of
 from interlude.domain.models.run import PendingAction
 from interlude.domain.written_numbers import with_spellings
 from interlude.engine.actions import is_header_value, provider_key
-from interlude.rules.egress import EgressRefused, Resolver, check_url
+from interlude.rules.egress import UNRESOLVED, EgressRefused, Resolver, check_url
 from interlude.rules.retention import effect_expiry
 from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
 from interlude.store.leases import Claim
@@ -166,6 +166,10 @@ class ActionWorker(LeasedWorker[Call]):
                 ca_file=self.settings.ca_file,
             )
         except EgressRefused as refused:
+            if refused.reason == UNRESOLVED:
+                # A name that did not resolve may resolve at the next attempt (a resolver timing out, a record being
+                # published): retried like a connection error, and the attempts that ran out say so.
+                return _failed(work, "dns")
             # One class for every refused destination: the tenant learns nothing about internal addresses.
             return _settled(
                 _error(
