@@ -18,6 +18,7 @@ from interlude.app import search_keys
 from interlude.app.search_keys import NotYet
 from interlude.domain import clock
 from interlude.domain.ids import to_wire
+from interlude.domain.models.tenants import TenantSettings
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import QueuePump
@@ -59,6 +60,9 @@ def listed(key: str, **query: str) -> list[str]:
 
 @pytest.fixture
 def key(services, world, clock_file) -> str:
+    # A listing walked two runs a page asks faster than a tenant's default 25 requests a second on an idle machine
+    # (the pages are what is tested here, not the rate limit: tests/integration/test_keys_and_limits.py).
+    services.tenants.put_settings(world.tenant, TenantSettings.model_validate({"limits": {"requestsPerSecond": 500}}), "ops")
     lambda_runtime.fresh_instances()
     admin = new_api_key(services)
     for workflow_id, definition in WORKFLOWS.items():
