@@ -12,7 +12,7 @@ from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Invalid, NotFound
 from interlude.domain.ids import INLINE_WORKFLOW_PREFIX
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.engine.run import check_config
+from interlude.engine.run import HTTP_ACTION, check_config
 from interlude.rules import auth
 from interlude.rules.callback_url import action_url_problems
 from interlude.rules.limits import check_definition
@@ -29,7 +29,8 @@ MAX_WORKFLOW_LISTING = 10_000
 
 def check_workflow(definition: WorkflowDefinition) -> None:
     """What PUT /workflows/{id} refuses a parsed definition for (also `interlude workflows validate`, offline)."""
-    problems = [*check_config(definition), *action_url_problems(definition.nodes)]
+    actions = ((index, node.config.get("url")) for index, node in enumerate(definition.nodes) if node.typeId == HTTP_ACTION)
+    problems = [*check_config(definition), *action_url_problems(actions)]
     if problems:
         raise Invalid("the workflow definition is not valid", {"errors": problems})
 

@@ -3,19 +3,14 @@ callbackUrl), and a core.http node's URL written without a template when its def
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
 from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import Invalid
 from interlude.rules.egress import UNRESOLVED, EgressRefused, Resolver, check_url, refusal_without_lookup
 
-if TYPE_CHECKING:
-    from interlude.domain.models.workflow import Node
-
 # Every refused destination reads the same to the tenant, whatever the reason (no oracle of internal DNS).
 _DESTINATION_REASONS = {"address_not_global", UNRESOLVED}
-ACTION_TYPE = "core.http"
 
 
 def check_callback_url(url: str, resolve: Resolver | None = None) -> str:
@@ -27,14 +22,13 @@ def check_callback_url(url: str, resolve: Resolver | None = None) -> str:
     return url
 
 
-def action_url_problems(nodes: Sequence[Node]) -> list[dict[str, str]]:
-    """Registration's problems with the URLs of core.http `nodes` written without a template: what the guard refuses
-    before any lookup (its scheme, its form, an address, a local name). A host name is resolved, and a templated URL
-    judged, when the call is made."""
+def action_url_problems(urls: Iterable[tuple[int, object]]) -> list[dict[str, str]]:
+    """Registration's problems with core.http nodes' URLs, `(node index, its config's url)`, those written without a
+    template: what the guard refuses before any lookup (its scheme, its form, an address, a local name). A host name
+    is resolved, and a templated URL judged, when the call is made."""
     allow_loopback = delivery_settings().allow_loopback
     problems = []
-    for index, node in enumerate(nodes):
-        url = node.config.get("url") if node.typeId == ACTION_TYPE else None
+    for index, url in urls:
         if not isinstance(url, str) or "{{" in url:
             continue
         refused = refusal_without_lookup(url, allow_loopback=allow_loopback)
