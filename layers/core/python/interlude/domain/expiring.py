@@ -35,6 +35,11 @@ class ExpiringCache(Generic[K, V]):
             self._kept.move_to_end(key)
         return (kept[1],)
 
+    def fresh_or_read(self, key: K, read: Callable[[], V], seconds: float) -> V:
+        """The value kept for `key` while its period lasts, else `read()`'s, kept for `seconds`."""
+        hit = self.fresh(key)
+        return hit[0] if hit is not None else self.keep(key, read(), seconds)
+
     def keep(self, key: K, value: V, seconds: float) -> V:
         until = self._monotonic() + seconds
         with self._lock:

@@ -135,8 +135,9 @@ class SecretCache:
 
     def signing_secrets(self, tenant: str, now: float | None = None) -> list[str]:
         now = time.time() if now is None else now
-        hit = self._cache.fresh(tenant)
-        if hit is None:
-            value = ensure_secret(self.client, secret_name(self.prefix, tenant), self.kms_key_id, self.tags)
-            return live_secrets(self._cache.keep(tenant, value, self.max_age_s), now)
-        return live_secrets(hit[0], now)
+        value = self._cache.fresh_or_read(
+            tenant,
+            lambda: ensure_secret(self.client, secret_name(self.prefix, tenant), self.kms_key_id, self.tags),
+            self.max_age_s,
+        )
+        return live_secrets(value, now)

@@ -134,8 +134,7 @@ class SubscriptionSecretCache:
         """(OpenWOP-Signature's secret, Standard Webhooks' secrets) of the stored `subscription` at `now`
         (rules.webhooks.signing_secrets)."""
         key = (self.secrets.name_of(subscription), subscription.get("secretVersion"))
-        hit = self._cache.fresh(key)
-        value = hit[0] if hit is not None else self._cache.keep(key, self.secrets.read(*key), self.max_age_s)
+        value = self._cache.fresh_or_read(key, lambda: self.secrets.read(*key), self.max_age_s)
         if value is None:
             raise LookupError("the subscription has no secret")
         return signing_secrets(value, now)
