@@ -526,17 +526,29 @@ def claim_task(key: str) -> Answered:
     return call("POST", "/tasks:claim", key, {"queues": ["race-summarise"], "waitSeconds": 0})
 
 
-def test_a_completion_that_loses_to_the_lease_check_and_a_second_claim_is_refused(services, admin, clock_file):
+def claimed_task(services, admin) -> tuple[str, str, dict]:
+    """(a worker's key, the run, the worker's claim of the run's task)."""
+    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
+    run_id = task_run(services, admin)
+    return worker, run_id, claim_task(worker).json()
+
+
+def lease_lapsed(clock_file) -> int:
+    """The clock past the task's heartbeat timeout (10 s) and the schedules fired: the lease check runs. Answers how
+    many fired."""
     from interlude.domain import clock
     from interlude.local.schedules import SchedulePump
 
-    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
-    run_id = task_run(services, admin)
-    first = claim_task(worker).json()
+    clock.advance(clock_file, 11)
+    fired: int = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
+    return fired
+
+
+def test_a_completion_that_loses_to_the_lease_check_and_a_second_claim_is_refused(services, admin, clock_file):
+    worker, run_id, first = claimed_task(services, admin)
 
     def lapsed_and_taken() -> Answered:
-        clock.advance(clock_file, 11)
-        assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
+        assert lease_lapsed(clock_file) >= 1
         return nested_request(lambda: claim_task(worker))()
 
     complete = partial(call, "POST", f"/tasks/{first['taskToken']}/complete", worker, {"output": {"summary": "late"}})
@@ -554,16 +566,10 @@ def test_a_completion_that_loses_to_the_lease_check_and_a_second_claim_is_refuse
 
 
 def test_a_lease_check_that_loses_to_the_completion_changes_nothing(services, admin, clock_file):
-    from interlude.domain import clock
-    from interlude.local.schedules import SchedulePump
-
-    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
-    run_id = task_run(services, admin)
-    first = claim_task(worker).json()
+    worker, run_id, first = claimed_task(services, admin)
     complete = partial(call, "POST", f"/tasks/{first['taskToken']}/complete", worker, {"output": {"summary": "done"}})
-    clock.advance(clock_file, 11)
     with before_first(WRITES, nested_request(complete)) as completed:
-        SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
+        lease_lapsed(clock_file)
     # The completion came before the lease was found lapsed: it stands, and the check retried nothing.
     assert completed[0].status == 200, completed[0].text
     types = event_types(services, run_id)
@@ -573,9 +579,7 @@ def test_a_lease_check_that_loses_to_the_completion_changes_nothing(services, ad
 
 
 def test_a_completion_a_heartbeat_and_a_second_claim_at_once_continue_the_run_once(services, admin):
-    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
-    run_id = task_run(services, admin)
-    first = claim_task(worker).json()
+    worker, run_id, first = claimed_task(services, admin)
     principal = instance().keys.authenticate(f"Bearer {worker}")
 
     def complete(i: int) -> Callable[[], Any]:
@@ -837,10 +841,8 @@ def test_gates_of_runs_timing_out_in_one_bucket_end_each_run_once(services, admi
 
 
 def test_a_completion_that_loses_to_the_runs_cancel_is_refused_and_lands_nothing(services, admin):
-    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
+    worker, run_id, first = claimed_task(services, admin)
     key = new_api_key(services)
-    run_id = task_run(services, admin)
-    first = claim_task(worker).json()
     cancel = partial(call, "POST", f"/runs/{wire(run_id)}/cancel", key, {})
     with before_first(WRITES, nested_request(cancel)) as cancelled:
         late = call("POST", f"/tasks/{first['taskToken']}/complete", worker, {"output": {"summary": "late"}})
@@ -855,18 +857,9 @@ def test_a_completion_that_loses_to_the_runs_cancel_is_refused_and_lands_nothing
 
 
 def test_a_heartbeat_that_loses_to_the_lease_check_is_refused_and_keeps_nothing(services, admin, clock_file):
-    from interlude.domain import clock
-    from interlude.local.schedules import SchedulePump
+    worker, run_id, first = claimed_task(services, admin)
 
-    worker = new_api_key(services, subject="worker", scopes=["tasks:work"])
-    run_id = task_run(services, admin)
-    first = claim_task(worker).json()
-
-    def lapsed() -> int:
-        clock.advance(clock_file, 11)
-        return SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
-
-    with before_first(WRITES, lapsed) as fired:
+    with before_first(WRITES, partial(lease_lapsed, clock_file)) as fired:
         beat = call("POST", f"/tasks/{first['taskToken']}/heartbeat", worker)
     assert fired[0] >= 1
     assert documented("heartbeatTask", beat) == "interlude.task_not_claimed"
