@@ -30,3 +30,19 @@ def test_past_its_size_the_least_recently_used_is_dropped() -> None:
     assert len(cache) == 2
     cache.clear()
     assert list(cache) == []
+
+
+def test_a_value_read_through_the_cache_is_read_once_a_period() -> None:
+    now = [0.0]
+    reads: list[str] = []
+    cache: ExpiringCache[str, str | None] = ExpiringCache(10, lambda: now[0])
+
+    def read() -> str | None:
+        reads.append("secret")
+        return None  # a secret not there is kept as well
+
+    assert cache.fresh_or_read("secret", read, 60) is None
+    assert cache.fresh_or_read("secret", read, 60) is None
+    now[0] = 60.0
+    assert cache.fresh_or_read("secret", read, 60) is None
+    assert reads == ["secret", "secret"]
