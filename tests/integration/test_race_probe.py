@@ -349,16 +349,22 @@ def test_a_cancel_and_resolves_at_once_leave_one_outcome(services, admin):
     assert ("interrupt.resolved" in types) == ("run.completed" in types)
 
 
+def loses_between_read_and_write(requests: tuple[Callable[[], Answered], Callable[[], Answered]]) -> Answered:
+    """The second request's answer, the first made (and answered 200) between its read and its transaction."""
+    winner, loser = requests
+    with before_first("TransactWriteItems", nested_request(winner)) as won:
+        lost = loser()
+    assert won[0].status == 200, won[0].text
+    return lost
+
+
 @pytest.mark.parametrize("first", ["cancel", "resolve"])
 def test_a_cancel_and_a_resolve_that_lose_between_read_and_write_are_refused_as_documented(services, admin, first):
     key = new_api_key(services)
     run_id = start(services, admin, register(services, admin))
     cancel = partial(call, "POST", f"/runs/{wire(run_id)}/cancel", key, {})
     resolve = partial(call, "POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})
-    winner, loser = (cancel, resolve) if first == "cancel" else (resolve, cancel)
-    with before_first("TransactWriteItems", nested_request(winner)) as won:
-        lost = loser()
-    assert won[0].status == 200, won[0].text
+    lost = loses_between_read_and_write((cancel, resolve) if first == "cancel" else (resolve, cancel))
     if first == "cancel":
         assert documented("resolveInterruptByRun", lost) == "interrupt_already_resolved"
     else:
@@ -373,10 +379,7 @@ def test_a_claim_and_a_resolve_that_lose_between_read_and_write_are_refused_as_d
     run_id = start(services, admin, register(services, admin))
     claim = partial(call, "POST", f"/runs/{wire(run_id)}/interrupts/gate/claim", key)
     resolve = partial(call, "POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})
-    winner, loser = (claim, resolve) if first == "claim" else (resolve, claim)
-    with before_first("TransactWriteItems", nested_request(winner)) as won:
-        lost = loser()
-    assert won[0].status == 200, won[0].text
+    lost = loses_between_read_and_write((claim, resolve) if first == "claim" else (resolve, claim))
     if first == "claim":
         assert lost.status == 200, lost.text  # the claimant decides the gate it claimed
     else:
@@ -444,10 +447,7 @@ def test_a_delegation_and_the_delegators_own_vote_between_read_and_write_count_o
     run_id = start(services, admin, register(services, admin, approversList=["alice", "bob"], requiredApprovals=2))
     vote = partial(call, "POST", f"/runs/{wire(run_id)}/interrupts/gate", alice, {"resumeValue": {"action": "accept"}})
     delegate = partial(call, "POST", f"/runs/{wire(run_id)}/interrupts/gate/delegation", alice, {"delegate": "carol"})
-    winner, loser = (vote, delegate) if first == "vote" else (delegate, vote)
-    with before_first("TransactWriteItems", nested_request(winner)) as won:
-        lost = loser()
-    assert won[0].status == 200, won[0].text
+    lost = loses_between_read_and_write((vote, delegate) if first == "vote" else (delegate, vote))
     if first == "vote":
         # Her vote is in: she has nothing left to hand over.
         assert documented("delegateVote", lost) == "interlude.vote_already_cast"
