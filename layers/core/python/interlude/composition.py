@@ -10,12 +10,13 @@ CLI's in-process commands, the local stack, the test and bench harnesses. No ser
 
 from __future__ import annotations
 
-from functools import cache, cached_property, partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
 from interlude.config import DEFAULT_STEP_BUDGET, settings
 from interlude.domain import clock as clock_
+from interlude.domain.built_once import built_once
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -108,67 +109,67 @@ class Services:
 
     # -- the stores beside the run table's ---------------------------------------------------------------------
 
-    @cached_property
+    @built_once
     def interactions(self) -> InteractionStore:
         from interlude.store.interactions import InteractionStore
 
         return InteractionStore(self.store.table, self.store.client)
 
-    @cached_property
+    @built_once
     def directory_records(self) -> DirectoryStore:
         from interlude.store.directory import DirectoryStore
 
         return DirectoryStore(self.store)
 
-    @cached_property
+    @built_once
     def request_counters(self) -> LimitStore:
         from interlude.store.limits import LimitStore
 
         return LimitStore(self.store.table, self.store.client)
 
-    @cached_property
+    @built_once
     def idempotency(self) -> IdempotencyStore:
         from interlude.store.idempotency import IdempotencyStore
 
         return IdempotencyStore(self.store.table, self.store.client)
 
-    @cached_property
+    @built_once
     def inbox_index(self) -> InboxIndex:
         from interlude.store.inbox import InboxIndex
 
         return InboxIndex(self.store.table, self.store.client, self.store.entries_table)
 
-    @cached_property
+    @built_once
     def delivery_records(self) -> DeliveryStore:
         from interlude.store.deliveries import DeliveryStore
 
         return DeliveryStore(self.store)
 
-    @cached_property
+    @built_once
     def webhook_records(self) -> WebhookStore:
         from interlude.store.webhooks import WebhookStore
 
         return WebhookStore(self.store.table, self.store.client)
 
-    @cached_property
+    @built_once
     def webhook_secrets(self) -> SubscriptionSecrets:
         from interlude.adapters.subscription_secrets import subscription_secrets
 
         return subscription_secrets()
 
-    @cached_property
+    @built_once
     def task_records(self) -> TaskStore:
         from interlude.store.tasks import TaskStore
 
         return TaskStore(self.store)
 
-    @cached_property
+    @built_once
     def effect_records(self) -> EffectStore:
         from interlude.store.effects import EffectStore
 
         return EffectStore(self.store)
 
-    @cached_property
+    @built_once
     def notification_records(self) -> NotificationStore:
         from interlude.store.notifications import NotificationStore
 
@@ -176,37 +177,37 @@ class Services:
 
     # -- the application services ------------------------------------------------------------------------------
 
-    @cached_property
+    @built_once
     def audit(self) -> AuditTrail:
         from interlude.app.audit import AuditTrail
 
         return AuditTrail(self.store.audit_log, self.store, self.audit_key, self.anchors, _chains_side_by_side)
 
-    @cached_property
+    @built_once
     def keys(self) -> Keys:
         from interlude.app.keys import Keys
 
         return Keys(self.store, self.clock, settings().key_cache_seconds)
 
-    @cached_property
+    @built_once
     def limiter(self) -> TenantLimiter:
         from interlude.app.limits import TenantLimiter
 
         return TenantLimiter(self.interactions, self.request_counters, self.clock)
 
-    @cached_property
+    @built_once
     def definitions(self) -> Definitions:
         from interlude.app.definitions import Definitions
 
         return Definitions(self.store)
 
-    @cached_property
+    @built_once
     def workflows(self) -> Workflows:
         from interlude.app.workflows import Workflows
 
         return Workflows(self.store, self.limiter, self.clock)
 
-    @cached_property
+    @built_once
     def tenants(self) -> Tenants:
         from interlude.adapters.retention_restamps import RestampJobs
         from interlude.app.tenants import Tenants
@@ -215,7 +216,7 @@ class Services:
         restamps = RestampJobs(RetentionStore(self.store.table, self.store.entries_table, self.store.client))
         return Tenants(self.interactions, self.store, self.limiter, self.clock, self.search_keys, restamps)
 
-    @cached_property
+    @built_once
     def search_keys(self) -> SearchKeys:
         from interlude.app.limits import LIMITS_CACHE_SECONDS
         from interlude.app.search_keys import SearchKeys
@@ -233,26 +234,26 @@ class Services:
         store = SearchKeysStore(self.store.table, self.store.entries_table, self.store.client)
         return SearchKeys(store, declared, self.clock, queue, LIMITS_CACHE_SECONDS)
 
-    @cached_property
+    @built_once
     def directory(self) -> Directory:
         from interlude.app.directory import Directory
 
         return Directory(self.directory_records, self.clock)
 
-    @cached_property
+    @built_once
     def webhooks(self) -> Webhooks:
         from interlude.app.webhooks import Webhooks
 
         return Webhooks(self.webhook_records, self.webhook_secrets, self.clock, self.callback_resolver)
 
-    @cached_property
+    @built_once
     def runs(self) -> Runs:
         from interlude.app.runs import Runs
 
         # The limiter (and the tenant settings' model) load with the first run that ends, not with the first record.
         return Runs(self.store, self.definitions, self.clock, self.step_budget, lambda tenant: self.limiter.retention_days(tenant))
 
-    @cached_property
+    @built_once
     def lifecycle(self) -> RunLifecycle:
         from interlude.app.lifecycle import RunLifecycle
 
@@ -267,7 +268,7 @@ class Services:
             self.callback_resolver,
         )
 
-    @cached_property
+    @built_once
     def forks(self) -> Forks:
         from interlude.app.forks import Forks
 
@@ -277,7 +278,7 @@ class Services:
 
         return Forks(self.store, self.runs, self.definitions, self.limiter, reopen_failed_effect, self.clock, self.step_budget)
 
-    @cached_property
+    @built_once
     def decisions(self) -> Decisions:
         from interlude.app.decisions import Decisions
 
@@ -291,7 +292,7 @@ class Services:
             self.step_budget,
         )
 
-    @cached_property
+    @built_once
     def delegation(self) -> Delegation:
         from interlude.app.delegation import Delegation
 
@@ -299,13 +300,13 @@ class Services:
             self.runs, self.decisions, self.definitions, self.interactions, self.directory_records, self.clock
         )
 
-    @cached_property
+    @built_once
     def claims(self) -> GateClaims:
         from interlude.app.claims import GateClaims
 
         return GateClaims(self.runs, self.decisions, self.definitions, self.directory_records, self.clock)
 
-    @cached_property
+    @built_once
     def inbox(self) -> Inbox:
         from interlude.app.inbox import Inbox
         from interlude.store.inbox import run_open_interrupts
@@ -319,32 +320,32 @@ class Services:
             self.clock,
         )
 
-    @cached_property
+    @built_once
     def external_events(self) -> ExternalEvents:
         from interlude.app.external_events import ExternalEvents
 
         return ExternalEvents(self.interactions, self.store, self.decisions, self.interactions, self.clock)
 
-    @cached_property
+    @built_once
     def actions(self) -> Actions:
         from interlude.app.actions import Actions
 
         return Actions(self.store, self.runs, self.definitions, self.clock, self.step_budget)
 
-    @cached_property
+    @built_once
     def run_effects(self) -> RunEffects:
         from interlude.app.actions import RunEffects
 
         return RunEffects(self.runs, self.effect_records)
 
-    @cached_property
+    @built_once
     def tasks(self) -> Tasks:
         from interlude.app.tasks import Tasks
 
         # Runs read through held_runs: the outbox hands it the head its batch read (elsewhere it reads the store).
         return Tasks(self.task_records, self.held_runs, self.runs, self.actions, self.clock)
 
-    @cached_property
+    @built_once
     def sub_workflows(self) -> SubWorkflows:
         from interlude.app.subworkflows import SubWorkflows
 
@@ -359,13 +360,13 @@ class Services:
             self.step_budget,
         )
 
-    @cached_property
+    @built_once
     def notifications(self) -> Notifications:
         from interlude.app.notifications import Notifications
 
         return Notifications(self.runs, self.notification_records)
 
-    @cached_property
+    @built_once
     def replay(self) -> Replay:
         from interlude.adapters.replay_outbox import ReplayOutbox
         from interlude.app.replay import Replay
@@ -383,19 +384,19 @@ class Services:
             self.step_budget,
         )
 
-    @cached_property
+    @built_once
     def run_listing(self) -> RunListing:
         from interlude.app.run_listing import RunListing
 
         return RunListing(self.store, self.runs, self.lifecycle, self.limiter)
 
-    @cached_property
+    @built_once
     def run_exports(self) -> RunExports:
         from interlude.app.run_export import RunExports
 
         return RunExports(self.runs, self.store, self.store, self.effect_records, self.clock)
 
-    @cached_property
+    @built_once
     def restamp(self) -> Restamp:
         from interlude.app.retention import Restamp
         from interlude.store.retention import RetentionStore
@@ -403,7 +404,7 @@ class Services:
         store = RetentionStore(self.store.table, self.store.entries_table, self.store.client)
         return Restamp(store, self.retention, self.clock, wiring.RUN_INDEX.shards)
 
-    @cached_property
+    @built_once
     def retention(self) -> RunRetention:
         from interlude.adapters.migration_turns import queue_run_retention
         from interlude.app.retention import RunRetention
@@ -419,7 +420,7 @@ class Services:
             lambda run_id: self.held_runs.held_retained(run_id),
         )
 
-    @cached_property
+    @built_once
     def deliveries(self) -> RunDeliveries:
         from interlude.app.deliveries import RunDeliveries
 
@@ -462,13 +463,13 @@ class Services:
 
     # -- the ModuleX face ---------------------------------------------------------------------------------------
 
-    @cached_property
+    @built_once
     def modulex(self) -> ModulexFace:
         from interlude.faces.modulex.operations import ModulexFace
 
         return ModulexFace(self.store, self.runs, self.lifecycle, self.decisions, self.workflows, self.definitions)
 
-    @cached_property
+    @built_once
     def modulex_workflows(self) -> ModulexWorkflows:
         from interlude.faces.modulex.workflows import ModulexWorkflows
 
@@ -476,7 +477,7 @@ class Services:
 
     # -- following runs live (the WebSocket API: api/live.py, and the outbox) ----------------------------------
 
-    @cached_property
+    @built_once
     def live(self) -> LiveFollowing:
         from interlude.app.live import LiveFollowing, LiveLimits
         from interlude.store.live import LiveStore
@@ -495,7 +496,7 @@ class Services:
             lambda run_id: self.held_runs.held_followers(run_id),
         )
 
-    @cached_property
+    @built_once
     def live_connections(self) -> Connections:
         """The WebSocket API's connections, through its management endpoint (made at the first send)."""
         from interlude.adapters.live_connections import ApiGatewayConnections
@@ -504,7 +505,7 @@ class Services:
 
     # -- the dispatch function's outbox -------------------------------------------------------------------------
 
-    @cached_property
+    @built_once
     def deadline_schedules(self) -> DeadlineSchedules:
         from interlude.adapters.scheduler.outbox import DeadlineSchedules
         from interlude.store.due_index import DueIndex
@@ -513,7 +514,7 @@ class Services:
             self.held_runs, self.runs, self.definitions, self.clock, DueIndex(self.store.table, self.store.client)
         )
 
-    @cached_property
+    @built_once
     def notification_outbox(self) -> NotificationOutbox:
         from interlude.adapters.notify.outbox import NotificationOutbox
 
@@ -527,14 +528,14 @@ class Services:
             self.notification_records,
         )
 
-    @cached_property
+    @built_once
     def held_runs(self) -> HeldRuns:
         """What the outbox handlers read runs through: a dispatched run's head as read for its batch."""
         from interlude.app.dispatch import HeldRuns
 
         return HeldRuns(self.store)
 
-    @cached_property
+    @built_once
     def outbox(self) -> tuple[OutboxHandler, ...]:
         """The outbox handlers, in order. Features add their handler here.
 

@@ -32,11 +32,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property, partial
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from interlude.app import audit_entries as audit_log
 from interlude.app.retries import MAX_RACE_RETRIES, busy
+from interlude.domain.built_once import built_once
 from interlude.domain.clock import iso
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_bound, tenant_of
@@ -119,15 +120,15 @@ class Replay:
     clock: Clock
     step_budget: int
 
-    @cached_property
+    @built_once
     def deliveries(self) -> DeliveryStore:
         return DeliveryStore(self.store)
 
-    @cached_property
+    @built_once
     def notifications(self) -> NotificationStore:
         return NotificationStore(self.store)
 
-    @cached_property
+    @built_once
     def recoveries(self) -> RecoveryStore:
         return RecoveryStore(self.store.table, self.store.client, self.store.entries_table)
 

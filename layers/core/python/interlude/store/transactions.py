@@ -13,13 +13,13 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from botocore.exceptions import ClientError
 
 from interlude.domain.audit import AuditDraft
 from interlude.domain.budgets import ITEM_BUDGET, TRANSACT_MAX_ITEMS, TRANSACTION_BUDGET
+from interlude.domain.built_once import built_once
 from interlude.domain.errors import TooLarge, Unavailable
 from interlude.rules.audit import Head
 from interlude.rules.limits import quota_exceeded
@@ -83,7 +83,7 @@ class TransactionalTable(Table):
         # checkpoints).
         self.after_audit: Callable[[str, int, Head], None] | None = None
 
-    @cached_property
+    @built_once
     def audit_log(self) -> audit_log.AuditLog:
         return audit_log.AuditLog(self.table, self.client)
 
