@@ -6,9 +6,12 @@ Host names are resolved by a fake resolver (a fixed table), so no test performs 
 from __future__ import annotations
 
 import ipaddress
+import socket
+import threading
 
 import pytest
 
+from interlude.rules import egress
 from interlude.rules.egress import CheckedTarget, EgressRefused, check_url, is_denied_address
 from tests.support.egress import PUBLIC_V4, PUBLIC_V6, REFUSED, fake_resolve
 
@@ -244,3 +247,57 @@ def test_an_ipv4_mapped_address_gets_its_embedded_address_verdict_on_every_pytho
 def test_a_refused_mapped_address_is_named_as_rfc_5952_writes_it() -> None:
     assert refusal("https://mapped.example.com/").address == "::ffff:169.254.169.254"
     assert refusal("https://[::ffff:a9fe:a9fe]/").address == "::ffff:169.254.169.254"
+
+
+def test_a_host_name_whose_lookup_does_not_answer_in_time_is_unresolved(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tenant can own a name whose servers never answer: the system resolver then waits 10 s and more, holding the
+    # API request or the delivery that looks it up. The lookup has a limit of its own.
+    answer_now = threading.Event()
+
+    def never_answering(host: str, port: int, **kwargs: object) -> list[tuple[object, ...]]:
+        answer_now.wait(10)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (PUBLIC_V4, port))]
+
+    monkeypatch.setattr(egress, "LOOKUP_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(egress.socket, "getaddrinfo", never_answering)
+    try:
+        with pytest.raises(EgressRefused) as refused:
+            check_url("https://silent.example.com/hook")
+        # At createRun: the 400 every refused destination gets.
+        assert callback_url_refusal("https://silent.example.com/hook") == "destination_denied"
+    finally:
+        answer_now.set()
+    assert refused.value.reason == egress.UNRESOLVED
+
+
+def test_the_default_lookup_answers_as_getaddrinfo_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = {
+        "hooks.example.com": [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (PUBLIC_V4, 443))],
+        "dual.example.com": [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (PUBLIC_V6, 443, 0, 0)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", (PUBLIC_V4, 443)),
+        ],
+    }
+
+    def getaddrinfo(host: str, port: int, **kwargs: object) -> list[tuple[object, ...]]:
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return answers[host]
+
+    monkeypatch.setattr(egress.socket, "getaddrinfo", getaddrinfo)
+    assert check_url("https://hooks.example.com/").addresses == (PUBLIC_V4,)
+    assert check_url("https://dual.example.com/").addresses == (PUBLIC_V6, PUBLIC_V4)
+    with pytest.raises(EgressRefused) as refused:
+        check_url("https://nowhere.example.com/")
+    assert refused.value.reason == egress.UNRESOLVED
+
+
+def callback_url_refusal(url: str) -> str | None:
+    from interlude.domain.errors import Invalid
+    from interlude.rules.callback_url import check_callback_url
+
+    try:
+        check_callback_url(url)
+    except Invalid as invalid:
+        return str((invalid.details or {}).get("reason"))
+    return None

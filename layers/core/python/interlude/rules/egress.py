@@ -16,8 +16,10 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote_to_bytes
 
 Resolver = Callable[[str, int], list[str]]
@@ -97,6 +99,11 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 # The reason of a host name that did not resolve: the one refusal the next attempt may not repeat.
 UNRESOLVED = "unresolvable"
 
+# How long a host name's lookup may take. getaddrinfo has no limit of its own: the system resolver's tries and timeouts
+# come to 10 s and more for a name whose servers never answer (a tenant can own such a name), and the API request or
+# the delivery waiting on it holds its function that long.
+LOOKUP_TIMEOUT_S = 3.0
+
 
 class EgressRefused(Exception):
     """A URL Interlude will not send to.
@@ -171,9 +178,26 @@ def refusal_without_lookup(url: str, *, allow_loopback: bool = False) -> EgressR
 
 
 def resolve_host(host: str, port: int) -> list[str]:
-    """The default resolver: every TCP address getaddrinfo returns for ``host``."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
+    """The default resolver: every TCP address getaddrinfo returns for ``host``; TimeoutError when it has not answered
+    within LOOKUP_TIMEOUT_S (the lookup goes on in its daemon thread until the system resolver gives up, and nothing
+    waits for it)."""
+    answers: list[list[Any] | OSError | UnicodeError] = []
+
+    def look_up() -> None:
+        try:
+            answers.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            answers.append(exc)
+
+    lookup = threading.Thread(target=look_up, name="dns-lookup", daemon=True)
+    lookup.start()
+    lookup.join(LOOKUP_TIMEOUT_S)
+    if not answers:
+        raise TimeoutError(f"no answer for {host!r} within {LOOKUP_TIMEOUT_S:g} s")
+    answer = answers[0]
+    if isinstance(answer, BaseException):
+        raise answer
+    return [str(info[4][0]) for info in answer]
 
 
 def is_denied_address(address: IPAddress, *, allow_loopback: bool = False) -> bool:
