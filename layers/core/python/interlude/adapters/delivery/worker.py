@@ -61,8 +61,8 @@ CALLBACK_FINAL_STATUSES = frozenset({410})
 # claims nothing, and the callbacks queue's visibility timeout (540 s) is far beyond it, so a message is not handed
 # out again while its attempt runs.
 LEASE_MARGIN_S = 30.0
-# A dial begins only with its bound (the total timeout) and this much more left in the invocation: its record's write
-# and the batch's report come after it. A bundle's notices are dialled one after another, each within its bound, so
+# A dial begins only with its bound (the total timeout) and this much more left in the invocation: its host name's
+# lookup (rules/egress.LOOKUP_TIMEOUT_S) comes before it, its record's write and the batch's report after it. A bundle's notices are dialled one after another, each within its bound, so
 # without this a receiver answering each slowly would hold the invocation past the function's timeout (ADR 0181).
 DIAL_MARGIN_S = 5.0
 
