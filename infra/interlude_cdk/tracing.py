@@ -3,7 +3,10 @@
 Every function traces actively (functions.Functions.TRACING). Without a rule of its own a deployment is sampled by
 the account's default rule (the first request each second, then 5%), which traces nearly every invocation of a
 quiet deployment. The rule matches the functions by their ARNs: CloudFormation names each one after its stack, so
-`function:<stack name>-*` is the deployment's functions and no other stack's (whose name differs at that point).
+`function:<stack name>-*` is the deployment's functions. It is also any stack's whose name begins with this one's and a
+hyphen (`Interlude-Staging` beside `Interlude`): such a stack's functions are sampled at this rate too. No one pattern
+does better: a generated name's parts are cut to fit 64 characters, and naming the functions explicitly would replace
+each of them on upgrade, stranding the deadline schedules that invoke them by ARN.
 """
 
 from __future__ import annotations
