@@ -8,10 +8,11 @@ HTTP server on 127.0.0.1, over moto), against the ModuleX Interrupt node contrac
 * a workflow author who controls node configs and `{{node.field}}` templates: references to missing nodes and
   fields, non-string values, values that hold `{{…}}` themselves (never expanded twice), unicode, nested paths and
   list indexes, a rendered message past its limit;
-* a client that races and reconnects: two resumes and two cancels at once (one wins, the other gets the answer a
-  late one gets: 400), the listen stream read by a standard SSE parser (httpx-sse, what the SDK uses), resumed with
-  `Last-Event-ID` (nothing lost, nothing repeated), followed while the run ends, of another organisation's run, and
-  a client that opens a listen and never reads (the stream's bounds end it; other requests are answered meanwhile).
+* a client that races and reconnects: resumes and cancels sent at once (one wins, every other gets the answer a late
+  one gets: 400), a resume sent again with its Idempotency-Key (answered again, not refused), the listen stream read
+  by a standard SSE parser (httpx-sse, what the SDK uses), resumed with `Last-Event-ID` (nothing lost, nothing
+  repeated; a cursor past the end), followed while the run ends, of another organisation's run, and a client that
+  opens a listen and never reads (the stream's bounds end it; other requests are answered meanwhile).
 """
 
 from __future__ import annotations
@@ -474,3 +475,25 @@ def test_huge_and_odd_fields_of_run_and_cancel_are_refused_as_detail(api):
     for body in ({"reason": "r" * 300_000}, {"reason": 5}, {"reason": ["no"]}):
         refused(api.call("POST", f"/workflows/cancel/{run_id}", body), 400)
     assert api.call("POST", f"/workflows/cancel/{run_id}", {"reason": "done", "extra": 1}).status_code == 200
+
+
+def test_a_resume_sent_again_with_its_idempotency_key_is_answered_again_not_refused(api):
+    run_id = started(api, gated("Go on?"))
+    interrupt_of(api, run_id)
+    body = {"run_id": run_id, "resume_value": {"ok": True}}
+    key = {"Idempotency-Key": uuid.uuid4().hex}
+    first = resume(api, run_id, body, **key)
+    again = resume(api, run_id, body, **key)
+    assert (first.status_code, again.status_code) == (200, 200), again.text
+    assert again.json() == first.json()
+    assert refused(resume(api, run_id, body, **{"Idempotency-Key": uuid.uuid4().hex}), 400)
+    assert typed(listen_until_done(api, run_id)).count("resumed") == 1
+
+
+def test_odd_thread_ids_and_cursors_past_the_end(api):
+    run_id = started(api, gated("Go on?"))
+    interrupt_of(api, run_id)
+    for thread in ("%E2%9C%93", "a" * 2000, f"{run_id}~2F..", "..%2F..%2Fworkflows"):
+        refused(resume(api, thread, {"run_id": run_id, "resume_value": 1}), 404)
+    waiting = listen(api, run_id, last=10**6)
+    assert typed(waiting) == ["heartbeat"]
