@@ -4,7 +4,8 @@ HTTP server on 127.0.0.1, over moto), against the ModuleX Interrupt node contrac
 * a ModuleX client that follows the contract loosely (`modulex-python`, raw HTTP): resume bodies the contract refuses,
   field by field (wrong types, missing and extra fields, huge values, deep nesting), a thread that is not the run's,
   that never existed or is another organisation's, a run that is not (or no longer) interrupted, refusals that are
-  `{detail}` with the contract's status on every route, never the OpenWOP envelope and never a 500;
+  `{detail}` with the contract's status on every route (a wrong media type, a number no peer reads, an
+  Idempotency-Key reused for another body included), never the OpenWOP envelope and never a 500;
 * a workflow author who controls node configs and `{{node.field}}` templates: references to missing nodes and
   fields, non-string values, values that hold `{{…}}` themselves (never expanded twice), unicode, nested paths and
   list indexes, a rendered message past its limit;
@@ -12,7 +13,8 @@ HTTP server on 127.0.0.1, over moto), against the ModuleX Interrupt node contrac
   one gets: 400), a resume sent again with its Idempotency-Key (answered again, not refused), the listen stream read
   by a standard SSE parser (httpx-sse, what the SDK uses), resumed with `Last-Event-ID` (nothing lost, nothing
   repeated; a cursor past the end), followed while the run ends, of another organisation's run, and a client that
-  opens a listen and never reads (the stream's bounds end it; other requests are answered meanwhile).
+  opens a listen and never reads (the stream's bounds end it; other requests are answered meanwhile); on the live
+  WebSocket stream, a message nested past any document and a subscription to another organisation's run.
 """
 
 from __future__ import annotations
@@ -497,3 +499,33 @@ def test_odd_thread_ids_and_cursors_past_the_end(api):
         refused(resume(api, thread, {"run_id": run_id, "resume_value": 1}), 404)
     waiting = listen(api, run_id, last=10**6)
     assert typed(waiting) == ["heartbeat"]
+
+
+def test_transport_level_refusals_of_a_resume_are_detail(api):
+    run_id = started(api, gated("Go on?"))
+    interrupt_of(api, run_id)
+    body = {"run_id": run_id, "resume_value": {"ok": True}}
+    refused(resume(api, run_id, json.dumps(body), **{"Content-Type": "text/plain"}), 415)
+    for number in ("1e400", "9" * 5000):  # no JSON number Python could not hold faithfully
+        refused(resume(api, run_id, f'{{"run_id": "{run_id}", "resume_value": {number}}}'), 400)
+    key = {"Idempotency-Key": uuid.uuid4().hex}
+    assert resume(api, run_id, body, **key).status_code == 200
+    reused = resume(api, run_id, {**body, "resume_value": {"ok": False}}, **key)
+    assert refused(reused, 409) == "idempotency_key_mismatch"
+
+
+def test_a_live_message_nested_past_any_document_is_answered_with_its_error(api, stack, stranger):
+    """The live stream's WebSocket: a message no request body could be is refused on the connection, which stays open
+    (it closed with 1011 when parsing it recursed out), and another organisation's run is not followed."""
+    from websockets.sync.client import connect
+
+    run_id = started(api, gated("Go on?"))
+    theirs = started(stranger, gated("Theirs?"))
+    deep = '{"action": "subscribe", "runId": "x", "after": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with connect(stack["liveUrl"], additional_headers={"Authorization": f"Bearer {api.api_key}"}) as live:
+        live.send(deep)
+        assert json.loads(live.recv(timeout=30))["code"] == "validation_error"
+        live.send(json.dumps({"action": "subscribe", "runId": theirs}))
+        assert json.loads(live.recv(timeout=30))["code"] in ("not_found", "id_tenant_mismatch")
+        live.send(json.dumps({"action": "subscribe", "runId": run_id}))
+        assert json.loads(live.recv(timeout=30))["type"] == "subscribed"
