@@ -304,6 +304,23 @@ def test_a_malformed_frame_a_missing_run_and_a_closed_connection_are_each_answer
     ]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"action": "subscribe", "runId": "r", "after": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"action": "subscribe", "runId": "r", "after": NaN}',
+        '{"action": "subscribe", "runId": "r", "runId": "s"}',
+    ],
+    ids=["nested", "nan", "key-twice"],
+)
+def test_a_message_a_request_body_could_not_be_is_answered_with_its_error(services, live, body):
+    connection_id, _ = live.connect(new_api_key(services, scopes=["runs:read"]))
+    context = {**request_context(connection_id, "$default", "MESSAGE", "127.0.0.1"), "messageId": "m"}
+    assert live.api.invoke({"body": body, "isBase64Encoded": False, "requestContext": context}) == {"statusCode": 200}
+    errors = live.connection(connection_id).of_type("error")
+    assert [(e["code"], e.get("details")) for e in errors] == [("validation_error", {"actions": list(wiring.LIVE_API.actions)})]
+
+
 def test_a_revoked_keys_subscriptions_end_at_the_next_batch_as_its_requests_are_refused(services, live):
     """docs/configuration.md, "Keys: revocation and expiry": a revoked key is refused everywhere within 5 s, so what
     its connection follows stops too: the batch after the revocation is not sent to it, an error is."""

@@ -264,7 +264,11 @@ def test_an_answer_that_loses_between_its_read_and_its_write_gets_the_documented
     else:
         assert documented(SURFACES[surface], lost) == "interrupt_already_resolved"
         # Whoever asks next is refused as documented too, and nothing moves.
-        documented(SURFACES[surface], requests_of(surface, key, run_id, token)())
+        late = requests_of(surface, key, run_id, token)()
+        documented(SURFACES[surface], late)
+        if surface == "modulex":
+            # The ModuleX contract's answer for a run not waiting, whether the resume lost its race or came late.
+            assert (lost.status, late.status) == (400, 400), (lost.text, late.text)
     assert event_types(services, run_id).count("interrupt.resolved") == 1
 
 
@@ -480,6 +484,37 @@ def test_a_resolve_whose_write_comes_after_the_deadline_fired_loses_to_the_timeo
     assert fired[0] >= 1
     assert documented("resolveInterruptByRun", lost) == "interrupt_already_resolved"
     assert lost.json()["details"]["resolution"]["action"] == "timeout"
+    resolved = [e["payload"] for e in services.store.read_events(run_id, consistent=True) if e["type"] == "interrupt.resolved"]
+    assert [r["action"] for r in resolved] == ["timeout"]
+
+
+@pytest.mark.parametrize("fired", ["meanwhile", "unrecorded"])
+def test_a_modulex_resume_that_loses_to_the_deadline_is_told_what_a_late_one_is(services, admin, clock_file, fired):
+    """The deadline fires between the resume's read and its write, or passed unrecorded before the resume: either
+    way the timeout wins, and the resume hears the contract's 400, as one sent after the timeout was recorded does."""
+    from interlude.domain import clock
+    from interlude.local.schedules import SchedulePump
+
+    key = new_api_key(services)
+    run_id = start(services, admin, register(services, admin, "conformance-approval-timeout"))
+    Stream(TABLE).settle()
+    body = {"run_id": wire(run_id), "resume_value": {"action": "accept"}}
+    resume = partial(call, "POST", f"/workflows/resume/{wire(run_id)}", key, body)
+    if fired == "meanwhile":
+
+        def deadline_fires() -> int:
+            clock.advance(clock_file, 3)
+            return SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
+
+        with before_first("TransactWriteItems", deadline_fires):
+            lost = resume()
+    else:
+        clock.advance(clock_file, 3)
+        lost = resume()
+    assert documented("modulexResume", lost) in ("interrupt_already_resolved", "interlude.run_state_invalid")
+    late = resume()
+    assert documented("modulexResume", late) == "interlude.run_state_invalid"
+    assert (lost.status, late.status) == (400, 400), (lost.text, late.text)
     resolved = [e["payload"] for e in services.store.read_events(run_id, consistent=True) if e["type"] == "interrupt.resolved"]
     assert [r["action"] for r in resolved] == ["timeout"]
 

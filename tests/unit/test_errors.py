@@ -82,6 +82,9 @@ OPENWOP_STATUS = {
 }
 
 
+MODULEX_STATUS = {"id_tenant_mismatch": 404, "interrupt_already_resolved": 400, "run_terminal": 400}
+
+
 def raise_of(code: str) -> DomainError:
     outcome = ERROR_CODES[code]
     if outcome is MethodNotAllowed:
@@ -93,9 +96,9 @@ def raise_of(code: str) -> DomainError:
 def test_every_registered_code_keeps_its_status_on_both_faces(code: str) -> None:
     assert status_for_code(code) == OPENWOP_STATUS[code]
     assert status_of(raise_of(code)) == OPENWOP_STATUS[code]
-    # ModuleX: the same statuses, except another organisation's run, which is the same 404 as a missing one.
-    expected = 404 if code == "id_tenant_mismatch" else OPENWOP_STATUS[code]
-    assert status_for_code(code, "modulex") == expected
+    # ModuleX: the same statuses, except another organisation's run, which is the same 404 as a missing one, and a
+    # resume or cancel that lost its race, which is the 400 of one that came late (docs/adr/0187).
+    assert status_for_code(code, "modulex") == MODULEX_STATUS.get(code, OPENWOP_STATUS[code])
 
 
 def test_the_registry_is_what_clients_were_answered_with() -> None:

@@ -51,9 +51,13 @@ OUTCOME_STATUS: dict[type[DomainError], int] = {
 }
 
 # Codes whose status is not their outcome's. The ModuleX contract answers 400 for a run in the wrong state,
-# and hides another organisation's run behind the same 404 as a missing one (no existence leak).
+# and hides another organisation's run behind the same 404 as a missing one (no existence leak). A resume or a
+# cancel that loses its race to another answer, the deadline or the run's end is told what one arriving just after
+# is told (a client cannot tell the two apart): 400, its code saying which it was (docs/adr/0187).
 MODULEX_CODE_STATUS: dict[str, int] = {
     "interlude.run_state_invalid": 400,
+    "interrupt_already_resolved": 400,
+    "run_terminal": 400,
     "id_tenant_mismatch": 404,
 }
 # The OpenWOP face serves no ModuleX-only code, but the code's status is one wherever it is listed.

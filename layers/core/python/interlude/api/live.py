@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from interlude import wiring
+from interlude.api import strict_json
 from interlude.api.errors import reply
 from interlude.api.http import admit, authorize
 from interlude.composition import services
@@ -97,8 +98,9 @@ def message(body: str | None, connection_id: str) -> dict[str, Any]:
 def parsed(body: str | None) -> tuple[str, str, int]:
     """(action, runId as sent, after) of a message: `{"action": "subscribe", "runId": "...", "after": 41}`."""
     try:
-        message = json.loads(body or "")
-    except ValueError:
+        # As strictly as a request's body: a message nested past any document is refused, not a RecursionError.
+        message = strict_json.loads(body or "")
+    except strict_json.StrictJsonError:
         message = None
     if not isinstance(message, dict):
         raise Invalid("a message is a JSON object naming its action", {"actions": list(wiring.LIVE_API.actions)})

@@ -69,7 +69,8 @@ def lookup(path: str, scope: Mapping[str, Any]) -> Any:
 def as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    # Text a person reads: "zoë", never "zo\u00eb".
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 def render(

@@ -163,7 +163,7 @@ def route_of(text: str) -> str:
     """The route a message takes: its `action` when the API has that route, else $default."""
     try:
         action = json.loads(text).get("action")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not an object naming its action, however malformed
         return DEFAULT_ROUTE
     return action if action in wiring.LIVE_API.actions else DEFAULT_ROUTE
 
