@@ -264,6 +264,20 @@ def test_a_decision_sent_from_two_tabs_decides_once_and_the_second_reads_a_sente
     assert len(resolved) == 1
 
 
+def test_a_gate_assigned_from_the_console_names_the_assignee_as_the_directory_does(tenant: Tenant) -> None:
+    person = f"p-{uuid.uuid4().hex[:6]}"
+    assert tenant.api.call("PUT", f"/principals/{person}", {"displayName": "Bea Nunes"}).status_code in (200, 201)
+    run_id = tenant.waiting_run()
+    console = tenant.console(tuple(wiring.ALL_SCOPES))
+
+    got = console.post(f"/console/runs/{wire(run_id)}/interrupts/review/assignee", {"csrf": console.proof(), "assignee": person})
+
+    assert got.status_code == 200, got.text[:300]
+    words = text_of(got.text)
+    assert "Assigned to Bea Nunes" in words
+    assert f"Assigned to {person}" not in words
+
+
 # -- numbers a person types ----------------------------------------------------------------------------------
 
 # Characters str.isdigit() passes that int() refuses, and a number past what int() reads from text.

@@ -615,7 +615,9 @@ def claim_post(signed: Signed, form: dict[str, list[str]], run_id: str, node_id:
     if got["assignee"] is None:
         heading = "Nobody works this request now"
     else:
-        heading = "You work this request now" if move == "claim" else f"Assigned to {got['assignee']}"
+        # By what the directory calls them, as the page below names the assignee.
+        named_as = people_named(signed.principal.tenant, {got["assignee"]})[got["assignee"]]
+        heading = "You work this request now" if move == "claim" else f"Assigned to {named_as}"
     return after_decision(signed, back, run_id, Notice("ok", heading, "Who may decide it is unchanged."), 200)
 
 
