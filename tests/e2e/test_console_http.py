@@ -506,7 +506,7 @@ def test_a_failed_run_is_redriven_and_any_run_forked_from_its_page(api: Api, adm
     # A waiting run is not redriven
     refused = admin.post(f"/console/runs/{wire(waiting)}/redrive", {"csrf": admin_proof})
     assert refused.status_code == 409
-    assert "only a failed run is redriven" in refused.text
+    assert "Only a failed run is redriven" in refused.text
     # As on the API, forking needs runs:read besides runs:create
     creator = Console(api).signed_in(api.new_key(["runs:create"]))
     unread = creator.post(f"/console/runs/{wire(source)}/redrive", {"csrf": creator.proof()})

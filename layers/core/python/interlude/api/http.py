@@ -126,7 +126,7 @@ def error_response(exc: DomainError) -> Response:
 
 @app.exception_handler(DomainError)
 def _refused(exc: DomainError) -> Response:
-    return error_response(exc)
+    return refusal_answer(exc)
 
 
 @app.exception_handler(Exception)
@@ -136,10 +136,18 @@ def _unexpected(exc: Exception) -> Response:
         # retries were spent: that call did nothing, and the caller comes back. DynamoDB's throttles are refused as
         # Unavailable by the store itself (store/table.refuse_throttled).
         logger.warning("an AWS service throttled the request; answered 503", extra={"error": str(exc)})
-        return error_response(Unavailable("a service this deployment calls is busy (throttled); retry", retry_after_s=1))
+        return refusal_answer(Unavailable("a service this deployment calls is busy (throttled); retry", retry_after_s=1))
     caught(logger, "unhandled-request", "unhandled error")
     request_id = app.current_event.request_context.request_id or "unknown"
-    return error_response(Internal("internal error", {"correlationId": request_id}))
+    return refusal_answer(Internal("internal error", {"correlationId": request_id}))
+
+
+def refusal_answer(exc: DomainError) -> Response:
+    """A refusal or failure a route's handler let through: where people browse (wiring.PAGE_PREFIXES), the page its
+    module words it in, never the protocol's body; elsewhere the body of the route's face."""
+    module = wiring.page_module(app.current_event.path)
+    page = REFUSAL_PAGES.get(module) if module is not None else None
+    return page(exc) if page is not None else error_response(exc)
 
 
 # A path segment ending in an OpenWOP custom method (`{runId}:fork`, `:pause`, `:resume`, `:diff`): an operation of
@@ -180,8 +188,9 @@ def face_of_unmatched(path: str) -> Face:
     return "modulex" if faces == {"modulex"} else "openwop"
 
 
-# By route module: the page refusing a path under its prefix (wiring.PAGE_PREFIXES) that no route answers, which
-# the module registers as it loads (interlude.api.app loads it for such a path).
+# By route module: the page refusing a path under its prefix (wiring.PAGE_PREFIXES) that no route answers, or a
+# request there whose handler failed (refusal_answer), which the module registers as it loads (interlude.api.app
+# loads it for such a path).
 REFUSAL_PAGES: dict[str, Callable[[DomainError], Response]] = {}
 
 
@@ -194,12 +203,8 @@ def _not_found(exc: Exception) -> Response:
         if allowed
         else NotFound("no such route")
     )
-    module = wiring.page_module(path)
-    page = REFUSAL_PAGES.get(module) if module is not None else None
-    if page is not None:
-        return page(refusal)
     app.append_context(**{FACE_CONTEXT: face_of_unmatched(path)})
-    return error_response(refusal)
+    return refusal_answer(refusal)
 
 
 # -- request helpers -----------------------------------------------------------------------------

@@ -177,10 +177,20 @@ def html_response(
 
 def damaged_link(exc: DomainError) -> Response:
     """A path under /interrupts/ that no route answers (a link a mail or chat tool damaged, a slash or more
-    appended): to a browser, the page of a link that is not whole; to a client, the refusal as JSON."""
+    appended): to a browser, the page of a link that is not whole; to a client, the refusal as JSON. A request
+    there whose handler failed: to a browser, a page saying so."""
     if not wants_html():
         return error_response(exc)
-    return result_page(status_of(exc), approval.Result("invalid"), None, _nonce())
+    status = status_of(exc)
+    if status in (404, 405):
+        return result_page(status, approval.Result("invalid"), None, _nonce())
+    failed = result_page(status, approval.Result("error", detail=FAILED_WORDS), None, _nonce())
+    if exc.retry_after_s is not None:
+        failed.headers["Retry-After"] = str(exc.retry_after_s)
+    return failed
+
+
+FAILED_WORDS = "This went wrong on our side. Try again in a moment; if it happens again, tell whoever sent you this link."
 
 
 REFUSAL_PAGES[__name__.removeprefix("interlude.api.")] = damaged_link

@@ -284,7 +284,9 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
         buttons.append(page_button)
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
-    message: dict[str, Any] = {"text": f"{mention}{subject(content)}", "blocks": blocks}
+    # The text Slack notifies with is mrkdwn too: the title a run's inputs wrote is shown as written, never as a link
+    # or a mention (`<!channel>`).
+    message: dict[str, Any] = {"text": f"{mention}{escaped(subject(content))}", "blocks": blocks}
     if channel is not None:
         message["channel"] = channel
     return message

@@ -223,7 +223,7 @@ def sign_in_page(status: int, notice: Notice | None, extra_cookies: list[Cookie]
 def refused_page(exc: DomainError, signed: Signed | None, current: str) -> Response:
     """A refusal as a page: its status, in plain words."""
     status = status_of(exc)
-    sentence = exc.message[:1].upper() + exc.message[1:] + "."
+    sentence = refusal_words(exc)
     notice = Notice("bad" if status != 409 else "warn", REFUSAL_HEADINGS.get(status, "That did not work"), sentence)
     body = pages.message(notice, ("/console/inbox", "Back to the inbox"))
     response = html(status, notice.heading, body, signed.frame if signed else None, current)
@@ -234,17 +234,35 @@ def refused_page(exc: DomainError, signed: Signed | None, current: str) -> Respo
 
 def no_such_page(exc: DomainError) -> Response:
     """An address in the console that names no page (one mistyped, a run id pasted as tenant/id), or a form's address
-    opened: a page in words, with the frame when signed in (http.REFUSAL_PAGES)."""
+    opened: a page in words, with the frame when signed in (http.REFUSAL_PAGES). A request whose handler failed
+    (the server's fault, or a service it calls being busy): a page saying so, without the frame, whose reading
+    could fail the same way."""
+    status = status_of(exc)
+    if status >= 500:
+        return failure_page(exc, status)
     try:
         frame: Frame | None = signed_in().frame
     except (NotSignedIn, DomainError):
         frame = None
-    status = status_of(exc)
-    words = "There is no page at this address." if status == 404 else "This address is a form's, not a page to open."
+    words = ADDRESS_WORDS.get(status) or refusal_words(exc)
     notice = Notice("bad", REFUSAL_HEADINGS.get(status, "That did not work"), words)
     response = html(status, notice.heading, pages.message(notice, ("/console/inbox", "Back to the inbox")), frame)
     if isinstance(exc, MethodNotAllowed):
         response.headers["Allow"] = ", ".join(exc.allowed)
+    return response
+
+
+ADDRESS_WORDS = {404: "There is no page at this address.", 405: "This address is a form's, not a page to open."}
+# What a failure (the server's, or a busy service's) says: whether anything was done is not known to the page.
+BUSY_WORDS = "Interlude is busy just now. Try again in a moment."
+FAILED_WORDS = "Something went wrong on Interlude's side. Try again in a moment; if it happens again, tell your administrator."
+
+
+def failure_page(exc: DomainError, status: int) -> Response:
+    notice = Notice("bad", REFUSAL_HEADINGS.get(status, "Something went wrong"), BUSY_WORDS if status == 503 else FAILED_WORDS)
+    response = html(status, notice.heading, pages.message(notice, ("/console/inbox", "Back to the inbox")), None)
+    if exc.retry_after_s is not None:
+        response.headers["Retry-After"] = str(exc.retry_after_s)
     return response
 
 
@@ -259,6 +277,7 @@ REFUSAL_HEADINGS = {
     410: "No longer available",
     413: "Too large",
     429: "Too many requests",
+    500: "Something went wrong",
     503: "Busy, try again",
 }
 
@@ -596,7 +615,9 @@ def claim_post(signed: Signed, form: dict[str, list[str]], run_id: str, node_id:
     if got["assignee"] is None:
         heading = "Nobody works this request now"
     else:
-        heading = "You work this request now" if move == "claim" else f"Assigned to {got['assignee']}"
+        # By what the directory calls them, as the page below names the assignee.
+        named_as = people_named(signed.principal.tenant, {got["assignee"]})[got["assignee"]]
+        heading = "You work this request now" if move == "claim" else f"Assigned to {named_as}"
     return after_decision(signed, back, run_id, Notice("ok", heading, "Who may decide it is unchanged."), 200)
 
 
@@ -628,7 +649,24 @@ def refused(
 
 def refusal_notice(exc: DomainError, heading: str) -> Notice:
     """A refused action said on the page: a conflict (someone was first) as a warning, any other refusal as bad."""
-    return Notice("warn" if status_of(exc) == 409 else "bad", heading, exc.message)
+    return Notice("warn" if status_of(exc) == 409 else "bad", heading, refusal_words(exc))
+
+
+# A decision that lost its race (another tab, another person, the deadline), by the refusal's code: the service's
+# message names nodes and interrupts, which a person deciding never met.
+DECISION_REFUSAL_WORDS = {
+    "interrupt_already_resolved": "This request was already decided, or it timed out or its run was stopped",
+    "interlude.vote_already_cast": "You have already voted on this request; your first vote stands",
+}
+
+
+def refusal_words(exc: DomainError) -> str:
+    """A refusal as the sentence a person reads on the console."""
+    words = DECISION_REFUSAL_WORDS.get(exc.code)
+    if words is None:
+        return forms.in_plain_words(exc.message)
+    run = approval.RUN_WORDS.get(str((exc.details or {}).get("runStatus")))
+    return f"{words}{f': the run is {run}' if run else ''}."
 
 
 def after_decision(
@@ -865,7 +903,9 @@ def console_fork_run(signed: Signed, form: dict[str, list[str]], runId: str) -> 
     mode = one(form, "mode") or "replay"
     fields: dict[str, Any] = {"mode": mode}
     if mode == "branch" or raw_from:
-        fields["fromSeq"] = int(raw_from) if raw_from.isdigit() else raw_from or None
+        # Digits as a person types them become a number; anything else (also "²", which str.isdigit() passes and
+        # int() refuses) goes to the request model as it was sent, which refuses it in words.
+        fields["fromSeq"] = int(raw_from) if re.fullmatch(r"[0-9]{1,15}", raw_from) else raw_from or None
     return forked(
         signed,
         from_wire(runId),

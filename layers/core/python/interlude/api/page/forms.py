@@ -16,6 +16,7 @@ what was wrong) into the next drawing, so nothing a person typed is lost.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,9 +201,11 @@ def example_answer(payload: Mapping[str, Any], form: Mapping[str, Sequence[str]]
     if chosen is None:
         return None
     examples = examples_of(payload)
-    if not chosen.isdigit() or int(chosen) >= len(examples):
+    # Only the indexes the buttons carry: str.isdigit() also passes "²", which int() refuses.
+    index = int(chosen) if re.fullmatch(r"[0-9]{1,2}", chosen) else len(examples)
+    if index >= len(examples):
         raise FormError("Choose one of the examples shown.")
-    words, value = examples[int(chosen)]
+    words, value = examples[index]
     return Answer(posted_from(asked(payload), value), example=words)
 
 
