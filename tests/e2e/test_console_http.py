@@ -356,6 +356,24 @@ def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: 
     assert api.run(run_id)["status"] == "cancelled"
 
 
+def test_a_bulk_cancel_says_what_became_of_each_run_in_words(api: Api, admin: Console, admin_proof: str) -> None:
+    waiting, ended = waiting_run(api), waiting_run(api)
+    admin.post("/console/runs/cancel", {"csrf": admin_proof, "runId": ended, "confirm": "yes"})
+    other_tenants = "someone-else/" + uuid.uuid4().hex
+    missing = f"{ended.split('/')[0]}/{uuid.uuid4().hex}"
+    ids = [waiting, ended, "not-an-id", other_tenants, missing]
+    got = admin.post("/console/runs/cancel", {"csrf": admin_proof, "runId": ids, "confirm": "yes"})
+    assert got.status_code == 200, got.text[:300]
+    assert "Cancelled 1 of 5" in got.text
+    assert f"{waiting}: cancelled" in got.text
+    assert f"{ended}: not cancelled: it is cancelled" in got.text
+    assert "not-an-id: not cancelled: this is not a run&#x27;s id" in got.text
+    assert f"{other_tenants}: not cancelled: no run of yours has this id" in got.text
+    assert f"{missing}: not cancelled: no run has this id" in got.text
+    for internal in ("tenant-bound", "tenant/opaque", "another tenant", "already cancelled"):
+        assert internal not in got.text
+
+
 def test_the_services_address_leads_to_the_console(api: Api) -> None:
     got = Console(api).get("/", allow_redirects=False)
     assert (got.status_code, got.headers["Location"]) == (303, "/console")

@@ -760,10 +760,7 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
         return html(200, "Cancel runs?", pages.confirm_cancel(signed.frame, ids, reason), signed.frame, "runs")
     reason = reason or "cancelled from the console"
     outcomes = services().run_listing.bulk_cancel(signed.principal, ids, reason, surface="console")
-    lines = tuple(
-        f"{run_id}: {got.status}" if isinstance(got, RunState) else f"{run_id}: not cancelled ({got.message})"
-        for run_id, got in outcomes
-    )
+    lines = tuple(f"{run_id}: {cancel_outcome_words(got)}" for run_id, got in outcomes)
     cancelled = sum(1 for _, got in outcomes if isinstance(got, RunState))
     notice = Notice("ok" if cancelled == len(ids) else "warn", f"Cancelled {cancelled} of {len(ids)}", "", lines)
     # What the session may read afterwards: the run, the runs, or only what happened (runs:cancel alone).
@@ -773,6 +770,23 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
         return html(200, notice.heading, pages.message(notice), signed.frame, "runs")
     view = runs_view(signed.principal, {}, None)
     return html(200, "Runs", pages.runs(signed.frame, view, notice), signed.frame, "runs")
+
+
+# A run a bulk cancel did not cancel, and why, in words (the API's entry says it by code).
+CANCEL_REFUSAL_WORDS = {
+    "validation_error": "this is not a run's id",
+    "run_forbidden": "no run of yours has this id",
+    "not_found": "no run has this id",
+}
+
+
+def cancel_outcome_words(got: RunState | DomainError) -> str:
+    if isinstance(got, RunState):
+        return approval.RUN_WORDS.get(got.status, got.status)
+    if got.code == "run_terminal":
+        return f"not cancelled: it is {approval.RUN_WORDS.get(str((got.details or {}).get('runStatus')), 'over')}"
+    words = CANCEL_REFUSAL_WORDS.get(got.code or "")
+    return f"not cancelled: {words}" if words else f"not cancelled. {refusal_words(got)}"
 
 
 @page("consoleRun", "runs")
