@@ -34,6 +34,7 @@ from httpx_sse import connect_sse
 from modulex import Modulex
 from modulex._exceptions import BadRequestError
 
+from tests.support.concurrency import race
 from tests.support.local_stack import Api, running_stack, tenant_admin_key
 
 # A listen on a quiet run ends within about a second here (production: 20 s hold, 0.5 s linger).
@@ -218,27 +219,11 @@ def listen_until_done(api: Api, run_id: str) -> list[Any]:
 # -- races: one wins, the other is told what a late one is told ----------------------------------------------------
 
 
-def at_once(*calls: Any) -> list[requests.Response]:
-    barrier = threading.Barrier(len(calls))
-    answers: list[Any] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        answers[i] = calls[i]()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return answers
-
-
 @pytest.mark.parametrize("racers", [2, 6])
 def test_resumes_at_once_one_wins_and_every_loser_is_400(api, racers):
     run_id = started(api, gated("Go on?"))
     interrupt_of(api, run_id)
-    answers = at_once(
+    answers = race(
         *[lambda i=i: resume(api, run_id, {"run_id": run_id, "resume_value": {"n": i}}) for i in range(racers)]
     )
     statuses = sorted(a.status_code for a in answers)
@@ -252,7 +237,7 @@ def test_resumes_at_once_one_wins_and_every_loser_is_400(api, racers):
 def test_cancels_at_once_one_wins_and_every_loser_is_400(api):
     run_id = started(api, gated("Go on?"))
     interrupt_of(api, run_id)
-    answers = at_once(*[lambda: api.call("POST", f"/workflows/cancel/{run_id}") for _ in range(4)])
+    answers = race(*[lambda: api.call("POST", f"/workflows/cancel/{run_id}") for _ in range(4)])
     assert sorted(a.status_code for a in answers) == [200, 400, 400, 400], [a.text for a in answers]
 
 

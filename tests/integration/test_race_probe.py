@@ -54,6 +54,7 @@ from tests.integration import test_slack_interactivity as slack_tests
 from tests.integration.conftest import clear_of_a_month_end, new_api_key, signed_in
 from tests.integration.test_audit import everything as audit_chains
 from tests.integration.test_streams_and_modulex import Reply
+from tests.support.concurrency import race
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.moto_world import ENTRIES_TABLE, KEY_RING_SECRET, TABLE
 from tests.support.queues import drain
@@ -96,26 +97,6 @@ def mint(key: str, run_id: str, node_id: str = "gate") -> str:
     minted = call("POST", f"/runs/{wire(run_id)}/interrupts/{node_id}/tokens", key, {"intent": "resolve"})
     assert minted.status == 201, minted.text
     return str(minted.json()["token"])
-
-
-def race(*callers: Callable[[], Any]) -> list[Any]:
-    """Each caller on a thread of its own, released together; what each returned, or the exception it raised."""
-    barrier = threading.Barrier(len(callers))
-    outcomes: list[Any] = [None] * len(callers)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[i] = callers[i]()
-        except BaseException as exc:  # noqa: BLE001 - the outcome under test
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(callers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return outcomes
 
 
 WRITES = ("TransactWriteItems", "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
