@@ -37,16 +37,19 @@ from interlude.api import http
 from interlude.composition import Services
 from interlude.config.notify import SLACK_API_URL_ENV
 from interlude.domain import clock
+from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
 from tests.integration.conftest import new_api_key, signed_in
 from tests.integration.test_dispatch_batch import gate_runs
 from tests.integration.test_slack_interactivity import asked, click, person, votes, with_signing_secret
+from tests.integration.test_tasks import started as task_run
+from tests.integration.test_tasks import task_workflow
 from tests.support.local_stack import wire
 from tests.support.moto_world import TABLE
 from tests.support.receiver import Receiver
-from tests.support.stream import dispatch_runs
+from tests.support.stream import Stream, dispatch_runs
 
 # Two approvals in a row, the second reached only when the first is accepted.
 TWO_GATES = {
@@ -154,14 +157,17 @@ def re_encodings(token: str, other: str) -> dict[str, str]:
     gate, of the same kid)."""
     prefix, alg, kid, payload, mac = token.split(".")
     other_payload, other_mac = other.split(".")[3:]
-    standard = token.replace("-", "+").replace("_", "/")
+    # Standard base64's '+' where base64url has '-' or '_' ('/' would be another path: a damaged link's 404).
+    signed = f"{payload}.{mac}"
+    url_only = next((c for c in signed if c in "-_"), None)
+    standard = f"{prefix}.{alg}.{kid}." + (signed.replace(url_only, "+", 1) if url_only else signed + "+")
     return {
         "truncated": token[:-1],
         "padded": token + "=",
         "payload padded": ".".join([prefix, alg, kid, payload + "=", mac]),
         "upper-case prefix": ".".join([prefix.upper(), alg.upper(), kid, payload, mac]),
         "swapped case": token.swapcase(),
-        "standard base64": standard if standard != token else token.replace(".", "..", 1),
+        "standard base64": standard,
         "a trailing dot": token + ".",
         "no kid": ".".join([prefix, alg, payload, mac]),
         "another kid": ".".join([prefix, alg, kid + "x", payload, mac]),
@@ -213,19 +219,23 @@ def test_another_tenants_key_mints_nothing_for_a_run_and_learns_nothing_of_it(se
     run_id = started(admin_caller)
     outsider = caller(services, gateway, tenant=other_tenant)
 
+    made_up = tenant_bound(tenant_of(run_id), mint_opaque())
+
     for method, path, body in [
-        ("GET", f"/runs/{wire(run_id)}/interrupts/draft", None),
-        ("POST", f"/runs/{wire(run_id)}/interrupts/draft/tokens", {"intent": "resolve"}),
-        ("POST", f"/runs/{wire(run_id)}/interrupts/draft/links", {"principal": "admin"}),
-        ("POST", f"/runs/{wire(run_id)}/interrupts/draft", ACCEPT),
+        ("GET", "/runs/{}/interrupts/draft", None),
+        ("POST", "/runs/{}/interrupts/draft/tokens", {"intent": "resolve"}),
+        ("POST", "/runs/{}/interrupts/draft/links", {"principal": "admin"}),
+        ("POST", "/runs/{}/interrupts/draft", ACCEPT),
     ]:
         # When it asks for a token, a link, or decides through the run's own route
-        got = outsider.call(method, path, body)
+        got = outsider.call(method, path.format(wire(run_id)), body)
 
         # Then it is refused as another tenant's id, and the answer holds nothing of the gate
         assert (got.status_code, got.json()["error"]) == (403, "id_tenant_mismatch"), (path, got.text)
         assert "Draft fine?" not in got.text
         assert "token" not in got.json()
+        # And it is the answer a run id of that tenant that names no run gets: nothing tells whether the run exists
+        assert outsider.call(method, path.format(wire(made_up)), body).json() == got.json()
     assert run_of(admin_caller, run_id)["currentNodeId"] == "draft"
 
 
@@ -376,6 +386,25 @@ def test_a_created_api_key_is_never_replayed_to_another_key_of_the_tenant(servic
     # And the first administrator sending its request again is answered as the first time
     again = admin_caller.call("POST", "/keys", request, **idempotency)
     assert (again.headers.get("OpenWOP-Idempotent-Replay"), again.json()) == ("true", created.json())
+
+
+# -- an answer carrying a credential is kept by no cache -----------------------------------------------------------
+
+
+def test_every_answer_carrying_a_credential_is_kept_by_no_cache(services, gateway, admin_caller, admin):
+    # Given a key created, a token minted and a task claimed, each answered with its credential
+    created = admin_caller.call("POST", "/keys", {"subjectId": "ci", "scopes": ["runs:read"]})
+    run_id = started(admin_caller)
+    token = admin_caller.call("POST", f"/runs/{wire(run_id)}/interrupts/draft/tokens", {"intent": "resolve"})
+    task_run(services, admin, task_workflow())
+    Stream(TABLE).settle()
+    worker = caller(services, gateway, subject="worker", scopes=["tasks:work"])
+    claimed = worker.call("POST", "/tasks:claim", {"queues": ["summarise"], "waitSeconds": 0})
+    assert [a.status_code for a in (created, token, claimed)] == [201, 201, 200]
+
+    # Then no cache between the caller and the API may keep any of them
+    for answer in (created, token, claimed):
+        assert answer.headers.get("Cache-Control") == "no-store", answer.request.url
 
 
 # -- dead letters keep no decision link -----------------------------------------------------------------------------

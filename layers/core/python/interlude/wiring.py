@@ -939,8 +939,9 @@ class Route(NamedTuple):
     # since each one occupies an api invocation for its whole hold.
     held: bool = False
     decides: DecisionSurface | None = None
-    # Its answer carries a credential (an API key's secret, a decision link, a signing secret, a task token): a replay
-    # of it under Idempotency-Key answers the key that asked alone (interlude.api.idempotency.namespace_of).
+    # Its answer carries a credential (an API key's secret, a decision link, a signing secret, a task token): no cache
+    # keeps it (interlude.api.routes), and a replay of it under Idempotency-Key answers the key that asked alone
+    # (interlude.api.idempotency.namespace_of).
     credential: bool = False
 
     @property
@@ -1271,7 +1272,9 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/keys", "createKey", "keys:admin", "Create an API key", module="runs",
         idempotency="with-effect", credential=True,
         request="interlude.domain.models.requests.CreateKeyRequest",
-        answers=(Answer(201, "The key (its secret shown once)", "interlude.domain.models.responses.CreatedKey"),),
+        answers=(
+            Answer(201, "The key (its secret shown once)", "interlude.domain.models.responses.CreatedKey", headers=("Cache-Control",)),
+        ),
     ),
     Route(
         "GET", "/keys", "listKeys", "keys:admin", "The tenant's API keys (metadata, never secrets), paged", module="keys",
@@ -1304,7 +1307,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/runs/{runId}/interrupts/{nodeId}", "getInterruptToken", "runs:read", "An interrupt and a token",
-        module="tokens",
+        module="tokens", credential=True,
         answers=(
             Answer(200, "The interrupt and a token for it", "interlude.domain.models.responses.MintedToken", headers=("Cache-Control",)),
         ),
@@ -1637,7 +1640,7 @@ ROUTES: tuple[Route, ...] = (
         answers=(
             Answer(
                 200, "Rotated; the previous secret signs too until it expires",
-                "interlude.domain.models.webhooks.WebhookSecretRotated",
+                "interlude.domain.models.webhooks.WebhookSecretRotated", headers=("Cache-Control",),
             ),
         ),
         errors=(*WEBHOOK_ERRORS, "interlude.rotation_in_overlap"),
@@ -1875,8 +1878,8 @@ ROUTES += (
         idempotency="claimed", held=True, credential=True,
         request="interlude.domain.models.tasks.ClaimTaskRequest",
         answers=(
-            Answer(200, "A task, claimed", "interlude.domain.models.tasks.ClaimedTask"),
-            Answer(204, "Nothing ready within waitSeconds", media=()),
+            Answer(200, "A task, claimed", "interlude.domain.models.tasks.ClaimedTask", headers=("Cache-Control",)),
+            Answer(204, "Nothing ready within waitSeconds", media=(), headers=("Cache-Control",)),
         ),
     ),
     Route(
