@@ -4,11 +4,13 @@ api handler behind an HTTP server on loopback, the real callbacks handler on mot
 
 Probed here: a gate's token against the next gate of its run and the same gate of a fork; every alteration of a
 token (truncated, padded, re-cased, re-encoded, spliced with another token's payload or MAC), each refused alike and
-telling nothing; an expired token's bare 410; another tenant's key on a run's token and link routes; a token whose
-minting key was revoked; what a request failing inside the handler logs and answers (never a key's secret or a
-token); a Slack click forged with another tenant's signing secret. Two defects (ADR 0185): an Idempotency-Key
-replayed by another key of the tenant was answered the first key's credential (a key's secret, a token deciding as
-another key); a callbacks message failing on its last receive reached the dead letters with its decision link.
+telling nothing; an expired token's bare 410; another tenant's key on a run's token and link routes, answered as a
+run that does not exist is; a token whose minting key was revoked; what a request failing inside the handler logs and
+answers (never a key's secret or a token); a Slack click forged with another tenant's signing secret. Defects found
+(ADR 0185): an Idempotency-Key replayed by another key of the tenant was answered the first key's credential (a
+key's secret, a token deciding as another key); a callbacks message failing on its last receive reached the dead
+letters with its decision link; `POST /keys` and `POST /tasks:claim` answered their credential without
+`Cache-Control: no-store`; and the page of a link whose minting key was revoked still offered its decision form.
 
 Probed elsewhere and not repeated: tampered tokens, kid rotation and retirement, inspect intents, eligibility
 through a minter (tests/e2e/test_tokens_http.py, tests/unit/test_tokens.py); a key lacking each route's scope,
@@ -253,6 +255,12 @@ def test_a_token_whose_minting_key_was_revoked_decides_nothing(services, gateway
     # Then it is refused as a token no longer standing, and the gate still waits
     assert (got.status_code, got.json()["error"]) == (401, "interrupt_token_invalid")
     assert run_of(admin_caller, run_id)["currentNodeId"] == "draft"
+    # And its page shows the request to a browser without a form the decision would be refused from
+    page = requests.get(f"{gateway}/interrupts/{token}", headers={"Accept": "text/html"}, timeout=30)
+    assert page.status_code == 200
+    assert "Draft fine?" in page.text
+    assert "<form" not in page.text
+    assert 'name="csrf"' not in page.text
 
 
 # -- where credentials could leak: a failing request's log and answer -----------------------------------------------
@@ -462,3 +470,4 @@ def test_a_callback_message_that_never_finds_time_for_its_dial_leaves_no_decisio
     assert json.loads(kept[0]).get("noticeId", json.loads(kept[0]).get("notice", {}).get("id"))
     assert link not in kept[0]
     assert "/interrupts/" not in kept[0]
+
