@@ -630,7 +630,8 @@ QUEUES: tuple[Queue, ...] = (
         dead_letter="outbox-dlq",
         max_receive_count=OUTBOX_MAX_RECEIVES,
     ),
-    # Dead letters carry the notice's identity and delivery history, never its body, token or signing secret.
+    # Dead letters carry the notice's identity and delivery history, never its body, token or signing secret; a
+    # message failing on its last receive, the message as queued without its decision links (ADR 0185).
     Queue(name="callbacks-dlq", url_env="CALLBACK_DLQ_URL", retention_s=14 * 24 * 3600),
     Queue(
         name="callbacks",
@@ -638,8 +639,9 @@ QUEUES: tuple[Queue, ...] = (
         # At least 6x the callbacks function's timeout (AWS's guidance for SQS event sources).
         visibility_timeout_s=540,
         dead_letter="callbacks-dlq",
-        # A safety net only: the worker dead-letters a notice itself after CALLBACK_MAX_ATTEMPTS; SQS redrives
-        # a message the worker could not even process (a crash every time) after twice as many receives.
+        # A safety net only: the worker dead-letters a notice itself after CALLBACK_MAX_ATTEMPTS, and a message that
+        # fails on its last receive (a crash every time) without its links; SQS redrives only what the worker could
+        # not even take up (an invocation that died) after twice as many receives.
         max_receive_count=2 * CALLBACK_MAX_ATTEMPTS,
     ),
     # Actions whose worker could not finish them (a crash every time, an outcome that cannot be committed): the
@@ -937,6 +939,10 @@ class Route(NamedTuple):
     # since each one occupies an api invocation for its whole hold.
     held: bool = False
     decides: DecisionSurface | None = None
+    # Its answer carries a credential (an API key's secret, a decision link, a signing secret, a task token): no cache
+    # keeps it (interlude.api.routes), and a replay of it under Idempotency-Key answers the key that asked alone
+    # (interlude.api.idempotency.namespace_of).
+    credential: bool = False
 
     @property
     def mutating(self) -> bool:
@@ -1264,9 +1270,11 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "POST", "/keys", "createKey", "keys:admin", "Create an API key", module="runs",
-        idempotency="with-effect",
+        idempotency="with-effect", credential=True,
         request="interlude.domain.models.requests.CreateKeyRequest",
-        answers=(Answer(201, "The key (its secret shown once)", "interlude.domain.models.responses.CreatedKey"),),
+        answers=(
+            Answer(201, "The key (its secret shown once)", "interlude.domain.models.responses.CreatedKey", headers=("Cache-Control",)),
+        ),
     ),
     Route(
         "GET", "/keys", "listKeys", "keys:admin", "The tenant's API keys (metadata, never secrets), paged", module="keys",
@@ -1299,7 +1307,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/runs/{runId}/interrupts/{nodeId}", "getInterruptToken", "runs:read", "An interrupt and a token",
-        module="tokens",
+        module="tokens", credential=True,
         answers=(
             Answer(200, "The interrupt and a token for it", "interlude.domain.models.responses.MintedToken", headers=("Cache-Control",)),
         ),
@@ -1309,7 +1317,7 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/runs/{runId}/interrupts/{nodeId}/tokens", "mintInterruptToken", "approvals:respond",
         "Mint a token with an intent and a shorter lifetime", module="tokens",
         # No write at all: signing a token has no effect to commit the record with.
-        idempotency="claimed",
+        idempotency="claimed", credential=True,
         request="interlude.domain.models.tokens.MintTokenRequest", optional_body=True,
         answers=(
             Answer(201, "A token for the interrupt", "interlude.domain.models.responses.MintedToken", headers=("Cache-Control",)),
@@ -1320,7 +1328,7 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/runs/{runId}/interrupts/{nodeId}/links", "mintInterruptLink", "links:mint",
         "Mint a link that decides as a named directory principal", module="tokens",
         # No write but the audit entry: signing a token has no effect to commit the record with.
-        idempotency="claimed",
+        idempotency="claimed", credential=True,
         request="interlude.domain.models.tokens.MintLinkRequest",
         answers=(
             Answer(201, "A link for the interrupt, acting for the principal", "interlude.domain.models.responses.MintedLink",
@@ -1607,7 +1615,7 @@ ROUTES: tuple[Route, ...] = (
     # Issue 14 (interlude.api.webhooks): OpenWOP webhook subscriptions, tenant-wide.
     Route(
         "POST", "/webhooks", "registerWebhook", "webhooks:manage", "Register a webhook subscription", module="webhooks",
-        idempotency="claimed",
+        idempotency="claimed", credential=True,
         request="interlude.domain.models.webhooks.RegisterWebhookRequest",
         answers=(
             Answer(
@@ -1627,12 +1635,12 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/webhooks/{webhookId}/rotate-secret", "rotateWebhookSecret", "webhooks:manage",
         "Replace a subscription's secret; the old one signs too through the overlap", module="webhooks",
-        idempotency="claimed",
+        idempotency="claimed", credential=True,
         request="interlude.domain.models.webhooks.RotateWebhookSecretRequest", optional_body=True,
         answers=(
             Answer(
                 200, "Rotated; the previous secret signs too until it expires",
-                "interlude.domain.models.webhooks.WebhookSecretRotated",
+                "interlude.domain.models.webhooks.WebhookSecretRotated", headers=("Cache-Control",),
             ),
         ),
         errors=(*WEBHOOK_ERRORS, "interlude.rotation_in_overlap"),
@@ -1867,11 +1875,11 @@ ROUTES += (
         module="tasks",
         # A conditional claim of one task among several reads, no run transaction to join; a replay answers the
         # claimed task again (a lost claim answer is not a lost task).
-        idempotency="claimed", held=True,
+        idempotency="claimed", held=True, credential=True,
         request="interlude.domain.models.tasks.ClaimTaskRequest",
         answers=(
-            Answer(200, "A task, claimed", "interlude.domain.models.tasks.ClaimedTask"),
-            Answer(204, "Nothing ready within waitSeconds", media=()),
+            Answer(200, "A task, claimed", "interlude.domain.models.tasks.ClaimedTask", headers=("Cache-Control",)),
+            Answer(204, "Nothing ready within waitSeconds", media=(), headers=("Cache-Control",)),
         ),
     ),
     Route(

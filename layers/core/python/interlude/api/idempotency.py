@@ -8,12 +8,14 @@ the header.
 Per request carrying the header:
   1. the value must match KEY_RE, else `400 idempotency_key_invalid` (never stored);
   2. the record namespace ("tenant") comes from the credential: the API key's tenant for routes with a
-     scope (so 401/403 come first and are never stored), or, for a credential-less route (the signed-token
-     surfaces), the capability in the path — `tok:` + sha256 of the path parameters. A token belongs to one
-     interrupt of one run of one tenant, so that namespace is narrower than the tenant's; the token is
-     verified by the handler before any effect and a refused token (401/403) is never stored; or, for a
-     console form, the session's tenant, once the session, its scope and its form proof hold; or, for the
-     console's sign-in, the namespace of the key it signs in with (`key_namespace`), once that key holds;
+     scope (so 401/403 come first and are never stored), the key's own where the answer is a credential
+     (wiring.Route.credential: an API key, a decision link, a secret, a task token); or, for a credential-less
+     route (the signed-token surfaces), the capability in the path — `tok:` + sha256 of the path parameters.
+     A token belongs to one interrupt of one run of one tenant, so that namespace is narrower than the
+     tenant's; the token is verified by the handler before any effect and a refused token (401/403) is never
+     stored; or, for a console form, the session's tenant (its key's own where the answer is a credential),
+     once the session, its scope and its form proof hold; or, for the console's sign-in, the namespace of the
+     key it signs in with (`key_namespace`), once that key holds;
   3. the request digest is sha256 over the operationId, the path parameters and the raw body bytes;
   4. a record found under (namespace, operationId, key) answers: a different digest ⇒
      `409 idempotency_key_mismatch` (never the cached body); the first request still running ⇒
@@ -99,6 +101,14 @@ def key_namespace(principal: Principal) -> str:
     # Under the key's tenant (its records go with the tenant), yet the key's own: a console sign-in's answer opens a
     # session of that one key, so no other key's request, in any tenant, may find it. `#` is in no key id or tenant.
     return f"{principal.tenant}#K#{principal.key_id}"
+
+
+def namespace_of(spec: wiring.Route, principal: Principal) -> str:
+    """Where a request of `principal`'s keeps its record: in the key's tenant, or, where the answer is a credential (the
+    route's, or that of the API operation a console form performs), in the key's own namespace: another key of the
+    tenant sending the same request with the same Idempotency-Key is never answered the first key's credential."""
+    performed = http.ROUTES_BY_OPERATION[spec.acts_as] if spec.acts_as else spec
+    return key_namespace(principal) if performed.credential else principal.tenant
 
 
 @cache
@@ -260,7 +270,9 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response], tenant: str
                 {"header": "Idempotency-Key"},
                 code="idempotency_key_invalid",
             )
-        namespace = tenant or (http.principal_for(spec.operation).tenant if spec.scope else capability_namespace(params))
+        namespace = tenant or (
+            namespace_of(spec, http.principal_for(spec.operation)) if spec.scope else capability_namespace(params)
+        )
         digest = request_digest(spec.operation, params, _raw_body())
         if spec.idempotency == "with-effect":
             return _run_committed_with_effect(IdempotencyKey(namespace, spec.operation, key, digest), handler, params)

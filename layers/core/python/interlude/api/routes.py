@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 from interlude.api import http
 from interlude.api.idempotency import idempotent
 
+NO_STORE = "no-store"
 # The module that registered each operation (api/app.py imports route modules by it; a test compares).
 REGISTERED: dict[str, str] = {}
 
@@ -33,7 +34,11 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
         def on_face(**params: str) -> Response:
             # First, so that every refusal of this request (idempotency's included) takes the route's face.
             http.app.append_context(**{http.FACE_CONTEXT: spec.face})
-            return answer(**params)
+            answered = answer(**params)
+            if spec.credential:
+                # No cache between the caller and the API keeps it, replayed or not (wiring.Route.credential).
+                answered.headers["Cache-Control"] = NO_STORE
+            return answered
 
         register(on_face)
         REGISTERED[operation] = handler.__module__

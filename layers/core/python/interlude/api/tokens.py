@@ -219,9 +219,12 @@ def claims_of(exc: DomainError, claims: TokenClaims | None) -> TokenClaims | Non
 def open_page(
     token: str, target: Target, style: str, status: int, error: str | None = None, answer: forms.Answer | None = None
 ) -> Response:
-    view = view_of(target.state, target.claims, target.interrupt.payload)
+    # A link whose minting key was revoked (or whose person left the directory) shows the request, never a form
+    # its decision would be refused from.
+    decides = surface().stands(target)
+    view = view_of(target.state, target.claims, target.interrupt.payload, decides=decides)
     title = approval.title_of(view.payload)
-    if not target.claims.decides:
+    if not decides:
         return html_response(status, title, approval.render_open(view, style_nonce=style, csrf_field=None), style)
     browser = csrf.browser_secret(request_cookies().get(csrf.cookie_name(token)))
     form_field = csrf.field_value(csrf.derive_key(surface().kid_secret(token)), token, browser)
@@ -443,8 +446,11 @@ def node_config(definition: WorkflowDefinition, node_id: str) -> dict[str, Any]:
         return {}
 
 
-def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any], verdict: str = "") -> approval.View:
-    """`verdict`: how the gate ended, when its state alone would mislead (approval.verdict)."""
+def view_of(
+    state: RunState, claims: TokenClaims, payload: dict[str, Any], verdict: str = "", decides: bool = True
+) -> approval.View:
+    """`verdict`: how the gate ended, when its state alone would mislead (approval.verdict); `decides`: False when
+    the link no longer decides, whatever its claims say (TokenSurface.stands)."""
     definition = services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
     names = names_of(definition, state.workflowId)
     nodes = [
@@ -468,7 +474,7 @@ def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any], verdi
         # Its numbers as the run's caller wrote them (docs/adr/0119).
         payload=spelled(payload, state.writtenNumbers),
         node_id=claims.node_id,
-        intent=claims.intent if claims.decides else "inspect",
+        intent=claims.intent if claims.decides and decides else "inspect",
         run_status=state.status,
         expires_at=claims.expires_at,
         nodes=nodes,

@@ -22,8 +22,8 @@ from interlude.domain.models.webhooks import (
 def register_webhook() -> Response:
     principal = principal_for("registerWebhook")
     registered = services().webhooks.register(principal, parsed(RegisterWebhookRequest))
-    # The secret is in this answer only: no cache may keep it.
-    return json_response(201, WebhookRegistered.model_validate(registered), {"Cache-Control": "no-store"})
+    # The secret is in this answer only: no cache keeps it (wiring.Route.credential).
+    return json_response(201, WebhookRegistered.model_validate(registered))
 
 
 @route("unregisterWebhook")
@@ -38,7 +38,7 @@ def rotate_webhook_secret(webhookId: str) -> Response:  # noqa: N803
     principal = principal_for("rotateWebhookSecret")
     request = parsed(RotateWebhookSecretRequest, optional=True)
     rotated = services().webhooks.rotate(principal, from_wire(webhookId, what="webhookId"), request)
-    return json_response(200, WebhookSecretRotated.model_validate(rotated), {"Cache-Control": "no-store"})
+    return json_response(200, WebhookSecretRotated.model_validate(rotated))
 
 
 @route("listWebhookDeadLetters")

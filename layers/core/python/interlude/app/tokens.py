@@ -147,6 +147,17 @@ class TokenSurface:
             raise Forbidden("the key that minted this token may no longer resolve interrupts")
         return Resolver(subject=minter.subject, surface="token", groups=minter.groups, roles=minter.roles)
 
+    def stands(self, target: Target) -> bool:
+        """Whether the link decides as it stands now: a deciding token whose minting key is still active and may
+        resolve, or whose personal principal is still in the directory (what `resolver` asks at the decision)."""
+        if not target.claims.decides:
+            return False
+        try:
+            self.resolver(target.claims, target.state.tenant)
+        except (TokenInvalid, Forbidden):
+            return False
+        return True
+
     # -- operations -----------------------------------------------------------------------------------
 
     def inspect(self, token: str) -> Target:

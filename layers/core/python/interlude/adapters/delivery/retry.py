@@ -58,6 +58,37 @@ def dead_letter(message: dict[str, Any], history: list[dict[str, Any]], now_iso:
     return record
 
 
+# A notice's decision link (adapters/delivery/notices.py): the token, what it may do and until when, and its URLs.
+LINK_FIELDS = ("token", "intent", "expiresAt")
+LINK_URLS = ("inspect", "page", "resolve")
+
+
+def receives(record: dict[str, Any]) -> int:
+    """How many times SQS has handed out the record's message, this time included."""
+    return int((record.get("attributes") or {}).get("ApproximateReceiveCount", 1))
+
+
+def without_links(body: str) -> dict[str, Any] | None:
+    """A queued message as the dead letters keep it when it fails on its last receive: whole, so an operator can send
+    it back once the cause is fixed, but without its notices' decision links (a bearer credential each); None when
+    the body is no JSON object (no release writes one)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    notices = [message.get("notice"), *(message.get("notices") or [])]
+    for notice in (n for n in notices if isinstance(n, dict)):
+        for name in LINK_FIELDS:
+            notice.pop(name, None)
+        links = notice.get("links")
+        if isinstance(links, dict):
+            for name in LINK_URLS:
+                links.pop(name, None)
+    return message
+
+
 def attempts_made(history: list[dict[str, Any]]) -> int:
     """The attempts a delivery made, its last attempt's number: its history keeps only the latest attempts."""
     return max([len(history), *(int(a.get("attempt", 0)) for a in history)])

@@ -21,8 +21,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from interlude import wiring
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import attempts_made, dead_letter
+from interlude.adapters.delivery.retry import attempts_made, dead_letter, receives, without_links
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.adapters.delivery.subscriptions import (
     MESSAGE_KIND,
@@ -65,6 +66,8 @@ LEASE_MARGIN_S = 30.0
 # lookup (rules/egress.LOOKUP_TIMEOUT_S) comes before it, its record's write and the batch's report after it. A bundle's notices are dialled one after another, each within its bound, so
 # without this a receiver answering each slowly would hold the invocation past the function's timeout (ADR 0181).
 DIAL_MARGIN_S = 5.0
+# Receives SQS allows a message before it moves it, as queued, to the dead letters: notice, decision link and all.
+MAX_RECEIVES = wiring.queue("callbacks").max_receive_count
 
 
 class Unprojectable(Exception):
@@ -122,6 +125,20 @@ class Worker(LeasedWorker[Outgoing]):
         if self.subscription_secret_cache is None:
             self.subscription_secret_cache = SubscriptionSecretCache(subscription_secrets())
         return self.subscription_secret_cache
+
+    def handle(self, record: dict[str, Any]) -> str:
+        """The message's delivery (LeasedWorker.handle). One that fails on its last receive, its attempts not run out (a
+        crash each time, invocations without time for its dial), is dead-lettered here without its decision links,
+        and taken off the queue, rather than left for SQS to move it to the dead letters as queued."""
+        try:
+            return super().handle(record)
+        except Exception:
+            kept = without_links(record["body"]) if receives(record) >= MAX_RECEIVES else None
+            if kept is None:
+                raise
+            caught(logger, "callback-last-receive", "a message failed on its last receive; dead-lettered without its links")
+            self._to_dlq(kept)
+            return "dead"
 
     def receive(self, message: dict[str, Any]) -> Outgoing | str:
         if message.get("kind") == MESSAGE_KIND:

@@ -41,7 +41,7 @@ from interlude.api.http import (
     scope_of,
     standing,
 )
-from interlude.api.idempotency import idempotent, key_namespace
+from interlude.api.idempotency import idempotent, key_namespace, namespace_of
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
@@ -346,12 +346,13 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
 
 def proven_and_keyed(spec: wiring.Route, act: Callable[..., Response], signed: Signed, current: str, **params: str) -> Response:
     """`act` on the posted form once it comes from this console with the session's proof, honouring Idempotency-Key
-    in the session's tenant only now (wiring.Route.keyed_in_handler): what it keeps is the page answered."""
+    in the session's tenant (its key's own for a credential's form) only now (wiring.Route.keyed_in_handler): what it
+    keeps is the page answered."""
     form = read_form(raw_body(), MAX_FORM_FIELDS)
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, one(form, "csrf")):
         return cross_site_page(signed.frame, current)
     acting = functools.partial(answered_as_page, act, signed, form, current)
-    return idempotent(spec, acting, signed.principal.tenant)(**params)
+    return idempotent(spec, acting, namespace_of(spec, signed.principal))(**params)
 
 
 def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[str, list[str]], current: str, **params: str) -> Response:
