@@ -102,6 +102,28 @@ def test_loops_are_bounded_by_max_loop_iterations():
 
 
 @pytest.mark.parametrize(
+    ("loop", "asked", "stops_with", "executed"),
+    [
+        # Two steps that run each other: each visit of a step is counted, and the run fails past the ceiling
+        # (the first step's run, then each of the two its ceiling of times).
+        (2, {"maxLoopIterations": 10**40, "recursionLimit": 10**40}, "loop_limit_exceeded", 1 + 2 * engine.MAX_LOOP_ITERATIONS),
+        # Twenty steps in a ring: every execution is counted, and the ceiling of executions comes first.
+        (20, {"maxLoopIterations": 10**40, "recursionLimit": 10**40}, "recursion_limit_exceeded", engine.MAX_RECURSION_LIMIT),
+    ],
+)
+def test_a_run_cannot_ask_for_loops_without_end(loop: int, asked: dict, stops_with: str, executed: int) -> None:
+    names = [f"step{i}" for i in range(loop)]
+    ring = [edge(a, b, "any_success") for a, b in zip(names, names[1:] + names[:1], strict=True)]
+    wf = wf_of([noop("start"), *(noop(n) for n in names)], [edge("start", names[0], "any_success"), *ring])
+    state = new_state(wf, configurable={"version": 1, "run": asked})
+    t = engine.start(state, wf, NOW, step_budget=10 * engine.MAX_RECURSION_LIMIT)
+    assert t.state.status == "failed"
+    assert t.state.error["code"] == stops_with
+    # Each step ran as often as the ceiling lets it, never as often as the run asked.
+    assert sum(1 for e in t.events if e.type == "node.started") == executed
+
+
+@pytest.mark.parametrize(
     ("rule", "a_ok", "b_ok", "fires"),
     [
         ("all_success", True, True, True),

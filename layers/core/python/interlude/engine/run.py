@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000
+# What a run's configurable may raise them to: more is clamped (OpenWOP's run options: the server clamps
+# `recursionLimit`), so no caller makes a run that loops without end, a transaction of steps at a time.
+MAX_LOOP_ITERATIONS = 1000
+MAX_RECURSION_LIMIT = 10_000
 # A fork's task or child result carried from its source (a vendor event, `<org>.<name>`): what it was, from which.
 RESULT_CARRIED = "interlude.result-carried"
 
@@ -131,8 +135,8 @@ class _Step:
         self.now = now
         self.budget = step_budget
         run_options = self.s.run_options
-        self.max_visits = int(run_options.get("maxLoopIterations") or DEFAULT_MAX_LOOP_ITERATIONS)
-        self.max_executions = int(run_options.get("recursionLimit") or DEFAULT_RECURSION_LIMIT)
+        self.max_visits = min(int(run_options.get("maxLoopIterations") or DEFAULT_MAX_LOOP_ITERATIONS), MAX_LOOP_ITERATIONS)
+        self.max_executions = min(int(run_options.get("recursionLimit") or DEFAULT_RECURSION_LIMIT), MAX_RECURSION_LIMIT)
         # Bytes of outputs and interrupt payloads this transition recorded (TRANSITION_SOFT_BYTES), and the run
         # state's size, measured once when first needed and then kept by each output's change.
         self.recorded = 0
