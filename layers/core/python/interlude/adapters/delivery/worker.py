@@ -63,8 +63,9 @@ CALLBACK_FINAL_STATUSES = frozenset({410})
 # out again while its attempt runs.
 LEASE_MARGIN_S = 30.0
 # A dial begins only with its bound (the total timeout) and this much more left in the invocation: its host name's
-# lookup (rules/egress.LOOKUP_TIMEOUT_S) comes before it, its record's write and the batch's report after it. A bundle's notices are dialled one after another, each within its bound, so
-# without this a receiver answering each slowly would hold the invocation past the function's timeout (ADR 0181).
+# lookup (rules/egress.LOOKUP_TIMEOUT_S) comes before it, its record's write and the batch's report after it. A
+# bundle's notices are dialled one after another, each within its bound, so without this a receiver answering each
+# slowly would hold the invocation past the function's timeout (ADR 0181).
 DIAL_MARGIN_S = 5.0
 # Receives SQS allows a message before it moves it, as queued, to the dead letters: notice, decision link and all.
 MAX_RECEIVES = wiring.queue("callbacks").max_receive_count
