@@ -396,6 +396,33 @@ def test_a_created_api_key_is_never_replayed_to_another_key_of_the_tenant(servic
     assert (again.headers.get("OpenWOP-Idempotent-Replay"), again.json()) == ("true", created.json())
 
 
+def test_a_credential_kept_for_its_retry_is_kept_encrypted_under_the_key_that_asked(services, gateway, admin_caller):
+    # Given a key created and a token minted, each under an Idempotency-Key (one committed with its effect, one claimed)
+    created_key = {"Idempotency-Key": f"key-{uuid.uuid4().hex}"}
+    request = {"subjectId": "ci-kept", "scopes": ["runs:read"]}
+    created = admin_caller.call("POST", "/keys", request, **created_key)
+    assert created.status_code == 201, created.text
+    run_id = started(admin_caller)
+    minted_key = {"Idempotency-Key": f"mint-{uuid.uuid4().hex}"}
+    path = f"/runs/{wire(run_id)}/interrupts/draft/tokens"
+    minted_token = admin_caller.call("POST", path, {"intent": "resolve"}, **minted_key)
+    assert minted_token.status_code == 201, minted_token.text
+
+    # Then what the table keeps for their retries holds neither credential (nor its secret part)
+    records = [i for i in services.store.client.scan(TableName=TABLE)["Items"] if "#IDEM#" in i["pk"]["S"]]
+    assert {r["pk"]["S"].split("#IDEM#")[1].split("#")[0] for r in records} >= {"createKey", "mintInterruptToken"}
+    kept = json.dumps(records, default=repr)
+    secret = created.json()["apiKey"]
+    token = minted_token.json()["token"]
+    assert secret.rsplit("_", 1)[-1] not in kept
+    assert token.split(".")[-1] not in kept
+    # And each retry sent with the asking key is answered exactly as the first time
+    again = admin_caller.call("POST", "/keys", request, **created_key)
+    assert (again.headers.get("OpenWOP-Idempotent-Replay"), again.json()) == ("true", created.json())
+    again = admin_caller.call("POST", path, {"intent": "resolve"}, **minted_key)
+    assert (again.headers.get("OpenWOP-Idempotent-Replay"), again.json()) == ("true", minted_token.json())
+
+
 # -- an answer carrying a credential is kept by no cache -----------------------------------------------------------
 
 

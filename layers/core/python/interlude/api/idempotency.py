@@ -34,6 +34,8 @@ Per request carrying the header:
      A final outcome (2xx and 4xx other than 400 validation_error / idempotency_key_invalid, 401, 403, 429)
      is kept for RETENTION_SECONDS; any other outcome (429, 5xx, an unexpected exception) leaves the key
      free so a retry with the same key executes.
+  5. a credential route's answer is kept with its body encrypted under a key derived from the credential the
+     request came with, and opened only by a retry sent with it (`_to_cached`, `_opened`; docs/adr/0188).
 Keys are never logged.
 """
 
@@ -42,6 +44,7 @@ import functools
 import hashlib
 import json
 import re
+import secrets
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -107,8 +110,12 @@ def namespace_of(spec: wiring.Route, principal: Principal) -> str:
     """Where a request of `principal`'s keeps its record: in the key's tenant, or, where the answer is a credential (the
     route's, or that of the API operation a console form performs), in the key's own namespace: another key of the
     tenant sending the same request with the same Idempotency-Key is never answered the first key's credential."""
-    performed = http.ROUTES_BY_OPERATION[spec.acts_as] if spec.acts_as else spec
-    return key_namespace(principal) if performed.credential else principal.tenant
+    return key_namespace(principal) if spec_answers_credential(spec) else principal.tenant
+
+
+def spec_answers_credential(spec: wiring.Route) -> bool:
+    """Whether the route's answer (or that of the API operation a console form performs) is a credential."""
+    return (http.ROUTES_BY_OPERATION[spec.acts_as] if spec.acts_as else spec).credential
 
 
 @cache
@@ -149,8 +156,51 @@ def _to_cached(response: Response) -> CachedResponse:
     headers = dict(response.headers)
     cookies = tuple(str(cookie) for cookie in response.cookies)
     if isinstance(body, bytes):
-        return CachedResponse(response.status_code, headers, base64.b64encode(body).decode(), True, cookies)
-    return CachedResponse(response.status_code, headers, "" if body is None else str(body), False, cookies)
+        cached = CachedResponse(response.status_code, headers, base64.b64encode(body).decode(), True, cookies)
+    else:
+        cached = CachedResponse(response.status_code, headers, "" if body is None else str(body), False, cookies)
+    answer_key = _answer_key.get()
+    if answer_key is None:
+        return cached
+    sealed = _cipher(answer_key).encrypt(nonce := secrets.token_bytes(12), cached.body.encode(), None)
+    return cached._replace(body=base64.b64encode(nonce + sealed).decode(), encrypted=True)
+
+
+# A credential route's answer (wiring.Route.credential: an API key's secret, a token, a link, a signing secret) is
+# kept encrypted under a key derived from the credential the request came with (its API key, or the console session
+# it was sent in): the table and its backups hold no usable credential, and only a retry sent with the same
+# credential reads it back (docs/adr/0188). API keys themselves are kept only as hashes, for the same reason.
+_answer_key: ContextVar[bytes | None] = ContextVar("interlude_answer_key", default=None)
+
+
+def answer_key_of(credential: str, key: IdempotencyKey) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    info = "\x00".join(("interlude idempotent answer", key.namespace, key.operation, key.key)).encode()
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(credential.encode())
+
+
+def _cipher(answer_key: bytes) -> Any:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM(answer_key)
+
+
+def _opened(cached: CachedResponse) -> CachedResponse:
+    """A kept answer as it was given: an encrypted one opened with this request's credential's key, or refused as
+    another request's (a credential whose key cannot open it never learns what it holds)."""
+    if not cached.encrypted:
+        return cached
+    answer_key = _answer_key.get()
+    try:
+        if answer_key is None:
+            raise ValueError("no credential to open the answer with")
+        kept = base64.b64decode(cached.body)
+        body = _cipher(answer_key).decrypt(kept[:12], kept[12:], None).decode()
+    except Exception:  # noqa: BLE001 - any failure to open it: another credential's answer
+        raise Conflict("this Idempotency-Key was used with a different request", code="idempotency_key_mismatch") from None
+    return cached._replace(body=body, encrypted=False)
 
 
 class _SentCookie(Cookie):
@@ -203,6 +253,7 @@ def _answer(existing: Existing, digest: str, operation: str) -> Response:
 
 def _given(cached: CachedResponse) -> Response:
     """The answer committed with the effect, exactly as a replay of it will read (without the replay mark)."""
+    cached = _opened(cached)
     body: str | bytes = base64.b64decode(cached.body) if cached.is_base64 else cached.body
     cookies: list[Cookie] = [_SentCookie(sent) for sent in cached.cookies]
     return Response(status_code=cached.status, body=body, headers=dict(cached.headers), cookies=cookies)
@@ -255,13 +306,17 @@ def _keep_refusal(key: IdempotencyKey, response: Response, now_ms: int) -> Respo
     return response
 
 
-def idempotent(spec: wiring.Route, handler: Callable[..., Response], tenant: str | None = None) -> Callable[..., Response]:
+def idempotent(
+    spec: wiring.Route, handler: Callable[..., Response], tenant: str | None = None, credential: str | None = None
+) -> Callable[..., Response]:
     """`handler` honouring Idempotency-Key, its records in `tenant` when the caller has already been authenticated
-    there (a console session), else in the namespace the route's credential gives (the module's docstring, 2)."""
+    there (a console session, `credential` its cookie), else in the namespace the route's credential gives (the
+    module's docstring, 2)."""
 
     @functools.wraps(handler)
     def wrapped(**params: str) -> Response:
-        key = (http.app.current_event.headers or {}).get(HEADER)
+        headers = http.app.current_event.headers or {}
+        key = headers.get(HEADER)
         if key is None:
             return handler(**params)
         if not KEY_RE.fullmatch(key):
@@ -273,13 +328,21 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response], tenant: str
         namespace = tenant or (
             namespace_of(spec, http.principal_for(spec.operation)) if spec.scope else capability_namespace(params)
         )
-        digest = request_digest(spec.operation, params, _raw_body())
-        if spec.idempotency == "with-effect":
-            return _run_committed_with_effect(IdempotencyKey(namespace, spec.operation, key, digest), handler, params)
-        got = records().claim(namespace, spec.operation, key, digest, now_ms=_now_ms(), lease_ms=_lease_ms())
-        if not isinstance(got, Claim):
-            return _answer(got, digest, spec.operation)
-        return _run_claimed(got, handler, params)
+        keyed_as = IdempotencyKey(namespace, spec.operation, key, request_digest(spec.operation, params, _raw_body()))
+        asking = credential or headers.get("authorization")
+        answer_key = answer_key_of(asking, keyed_as) if spec_answers_credential(spec) and asking else None
+        token = _answer_key.set(answer_key)
+        try:
+            if spec.idempotency == "with-effect":
+                return _run_committed_with_effect(keyed_as, handler, params)
+            got = records().claim(
+                namespace, spec.operation, key, keyed_as.digest, now_ms=_now_ms(), lease_ms=_lease_ms()
+            )
+            if not isinstance(got, Claim):
+                return _answer(got, keyed_as.digest, spec.operation)
+            return _run_claimed(got, handler, params)
+        finally:
+            _answer_key.reset(token)
 
     return wrapped
 

@@ -58,18 +58,31 @@ class CachedResponse(NamedTuple):
     # Each Set-Cookie the answer sent (a console sign-in's session, a sign-out's clearing), as sent; kept only when
     # there is one, and read as none from a record without (one 0.10.0 kept, or 0.10.0 reading this one: as before).
     cookies: tuple[str, ...] = ()
+    # The body encrypted (base64 of nonce and ciphertext) under the key of the credential that asked: a credential
+    # route's answer (api/idempotency.py, docs/adr/0188). Only records under a key's own namespace, which no earlier
+    # release reads, are.
+    encrypted: bool = False
 
     def to_json(self) -> str:
         doc: dict[str, Any] = {"status": self.status, "headers": self.headers, "body": self.body, "isBase64": self.is_base64}
         if self.cookies:
             doc["cookies"] = list(self.cookies)
+        if self.encrypted:
+            doc["encrypted"] = True
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
     def from_json(text: str) -> "CachedResponse":
         doc = json.loads(text)
         cookies = tuple(str(c) for c in doc.get("cookies") or ())
-        return CachedResponse(int(doc["status"]), dict(doc["headers"]), doc["body"], bool(doc.get("isBase64")), cookies)
+        return CachedResponse(
+            int(doc["status"]),
+            dict(doc["headers"]),
+            doc["body"],
+            bool(doc.get("isBase64")),
+            cookies,
+            bool(doc.get("encrypted")),
+        )
 
 
 class Claim(NamedTuple):

@@ -352,7 +352,8 @@ def proven_and_keyed(spec: wiring.Route, act: Callable[..., Response], signed: S
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, one(form, "csrf")):
         return cross_site_page(signed.frame, current)
     acting = functools.partial(answered_as_page, act, signed, form, current)
-    return idempotent(spec, acting, namespace_of(spec, signed.principal))(**params)
+    session = request_cookies().get(sessions.SESSION_COOKIE)
+    return idempotent(spec, acting, namespace_of(spec, signed.principal), session)(**params)
 
 
 def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[str, list[str]], current: str, **params: str) -> Response:
