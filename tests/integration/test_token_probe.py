@@ -37,12 +37,12 @@ import requests
 from interlude import sdk_clients, wiring
 from interlude.api import http
 from interlude.composition import Services
-from interlude.config.notify import SLACK_API_URL_ENV
 from interlude.domain import clock
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
+from tests.integration import test_slack_interactivity as slack_tests
 from tests.integration.conftest import new_api_key, signed_in
 from tests.integration.test_dispatch_batch import gate_runs
 from tests.integration.test_slack_interactivity import asked, click, person, votes, with_signing_secret
@@ -50,7 +50,6 @@ from tests.integration.test_tasks import started as task_run
 from tests.integration.test_tasks import task_workflow
 from tests.support.local_stack import wire
 from tests.support.moto_world import TABLE
-from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch_runs
 
 # Two approvals in a row, the second reached only when the first is accepted.
@@ -318,15 +317,7 @@ def captured_api_log() -> Iterator[list[dict[str, Any]]]:
 # -- Slack: a tenant's own signing secret speaks for that tenant's runs alone ---------------------------------------
 
 
-@pytest.fixture
-def slack(world, monkeypatch) -> Iterator[Receiver]:
-    """A receiver standing in for slack.com, reachable as a loopback destination, as development mode admits."""
-    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
-    receiver = Receiver(answer=b'{"ok":true}', answer_type="application/json").start()
-    monkeypatch.setenv(SLACK_API_URL_ENV, receiver.url("/api"))
-    lambda_runtime.fresh_instances()
-    yield receiver
-    receiver.close()
+slack = slack_tests.slack  # the fixture standing in for slack.com
 
 
 def test_a_click_signed_with_another_tenants_slack_secret_decides_nothing_here(services, world, slack):
