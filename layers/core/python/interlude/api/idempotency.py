@@ -151,6 +151,13 @@ def _error_code(response: Response) -> str | None:
     return doc.get("error") if isinstance(doc, dict) else None
 
 
+# A credential route's answer (wiring.Route.credential: an API key's secret, a token, a link, a signing secret) is
+# kept encrypted under a key derived from the credential the request came with (its API key, or the console session
+# it was sent in): the table and its backups hold no usable credential, and only a retry sent with the same
+# credential reads it back (docs/adr/0188). API keys themselves are kept only as hashes, for the same reason.
+_answer_key: ContextVar[bytes | None] = ContextVar("interlude_answer_key", default=None)
+
+
 def _to_cached(response: Response) -> CachedResponse:
     body = response.body
     headers = dict(response.headers)
@@ -164,13 +171,6 @@ def _to_cached(response: Response) -> CachedResponse:
         return cached
     sealed = _cipher(answer_key).encrypt(nonce := secrets.token_bytes(12), cached.body.encode(), None)
     return cached._replace(body=base64.b64encode(nonce + sealed).decode(), encrypted=True)
-
-
-# A credential route's answer (wiring.Route.credential: an API key's secret, a token, a link, a signing secret) is
-# kept encrypted under a key derived from the credential the request came with (its API key, or the console session
-# it was sent in): the table and its backups hold no usable credential, and only a retry sent with the same
-# credential reads it back (docs/adr/0188). API keys themselves are kept only as hashes, for the same reason.
-_answer_key: ContextVar[bytes | None] = ContextVar("interlude_answer_key", default=None)
 
 
 def answer_key_of(credential: str, key: IdempotencyKey) -> bytes:
