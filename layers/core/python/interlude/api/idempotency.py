@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from functools import cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 from aws_lambda_powertools.shared.cookies import Cookie
@@ -72,6 +72,10 @@ from interlude.store.idempotency import (
     IdempotencyStore,
     KeyAlreadyUsed,
 )
+
+if TYPE_CHECKING:
+    # Loaded with the first credential answer kept or opened, not with every route.
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 HEADER = "idempotency-key"
 REPLAY_HEADER = "OpenWOP-Idempotent-Replay"
@@ -173,7 +177,7 @@ def _to_cached(response: Response) -> CachedResponse:
     return cached._replace(body=base64.b64encode(nonce + sealed).decode(), encrypted=True)
 
 
-def answer_key_of(credential: str, key: IdempotencyKey) -> bytes:
+def _answer_key_of(credential: str, key: IdempotencyKey) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -181,7 +185,7 @@ def answer_key_of(credential: str, key: IdempotencyKey) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(credential.encode())
 
 
-def _cipher(answer_key: bytes) -> Any:
+def _cipher(answer_key: bytes) -> "AESGCM":
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     return AESGCM(answer_key)
@@ -330,7 +334,7 @@ def idempotent(
         )
         keyed_as = IdempotencyKey(namespace, spec.operation, key, request_digest(spec.operation, params, _raw_body()))
         asking = credential or headers.get("authorization")
-        answer_key = answer_key_of(asking, keyed_as) if spec_answers_credential(spec) and asking else None
+        answer_key = _answer_key_of(asking, keyed_as) if spec_answers_credential(spec) and asking else None
         token = _answer_key.set(answer_key)
         try:
             if spec.idempotency == "with-effect":
