@@ -42,6 +42,22 @@ class Refused(CliError):
         return details.get("field") if isinstance(details, dict) else None
 
 
+def count_between(low: int, high: int) -> Any:
+    """An argument type: a whole number from `low` to `high`, refused as that range (argparse's `choices` would list
+    every number in it)."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number from {low} to {high}")
+        return value
+
+    return count
+
+
 def add_endpoint_args(parser: argparse.ArgumentParser, scope: str | None = None) -> None:
     """--url/--key/--state-file/--json of a command that is a client of the API; `scope`: the one its key needs."""
     parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
