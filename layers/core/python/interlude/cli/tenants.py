@@ -176,7 +176,9 @@ def _report(answer: dict[str, Any]) -> str:
         ("of which API keys", report.get("apiKeys")),
         ("secrets deleted", report.get("secrets")),
         ("schedules deleted", report.get("schedules")),
+        ("live connections closed", report.get("liveConnections")),
         ("passes over the table", report.get("passes")),
+        ("items read in them", report.get("itemsRead")),
         ("started", report.get("startedAt")),
         ("finished", report.get("finishedAt")),
     ]
