@@ -65,9 +65,9 @@ def test_a_deleted_tenant_leaves_none_of_the_secrets_it_came_to_hold(env, monkey
     monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
     gone = Tenant(f"{env.tenant}-secrets")
     secrets = boto3.client("secretsmanager")
-    # Given every kind of secret a tenant comes to hold: its Slack credential and its Slack app's signing secret (set
-    # through the API), its webhook signing secret and a subscription's (made by the deployment), an action's (made by
-    # its operator under the deployment's prefix)
+    # Given every kind of secret a tenant comes to hold: its Slack credential (as its route stores it) and its Slack
+    # app's signing secret (set through the API), its webhook signing secret and a subscription's (made by the
+    # deployment), an action's (made by its operator under the deployment's prefix)
     store_slack(gone.name, {"botToken": "xoxb-1"})
     signing = call(
         "PUT", "/tenant/notifications/slack/signing-secret", gone.key, {"signingSecret": "0123456789abcdef" * 2}
