@@ -154,7 +154,7 @@ def test_resume_refuses_each_malformed_field_as_the_contract_answers(api):
         ({**good, "run_id": ["a"]}, 404),
         ({**good, "run_id": "x" * 100_000}, 404),
         ({**good, "workflow_id": "w", "workflow": {}}, 400),  # mutually exclusive
-        ({**good, "workflow_id": 7}, 400),  # names no workflow of the run
+        ({**good, "workflow_id": 7}, 422),  # a workflow_id is a string
         ({**good, "workflow_id": "another-workflow"}, 400),
         ({**good, "workflow": "not a definition"}, 422),
         ({**good, "workflow": {"nodes": "none"}}, 422),
@@ -453,14 +453,15 @@ def test_huge_and_odd_fields_of_run_and_cancel_are_refused_as_detail(api):
     workflow = gated("Go on?")
     for body, status in (
         ({"workflow": workflow, "input": {"x": "y" * 200_000}}, 413),
-        ({"workflow": workflow, "input": []}, 400),
+        ({"workflow": workflow, "input": []}, 422),
         ({"workflow": {**workflow, "config": {"recursion_limit": 10**40 + 1}}}, 422),
     ):
         refused(api.call("POST", "/workflows/run", body), status)
     run_id = started(api, workflow)
     interrupt_of(api, run_id)
-    for body in ({"reason": "r" * 300_000}, {"reason": 5}, {"reason": ["no"]}):
-        refused(api.call("POST", f"/workflows/cancel/{run_id}", body), 400)
+    refused(api.call("POST", f"/workflows/cancel/{run_id}", {"reason": "r" * 300_000}), 400)
+    for body in ({"reason": 5}, {"reason": ["no"]}):
+        refused(api.call("POST", f"/workflows/cancel/{run_id}", body), 422)
     assert api.call("POST", f"/workflows/cancel/{run_id}", {"reason": "done", "extra": 1}).status_code == 200
 
 
