@@ -297,8 +297,8 @@ def test_a_message_whose_rendering_passes_the_limit_ends_the_run_in_error(api):
 def test_the_listen_stream_resumes_after_last_event_id_without_loss_or_repeat(api):
     run_id = started(api, gated("Go on?"))
     interrupt_of(api, run_id)
-    # A frame without `id:` keeps the last one (the SSE rule a parser follows): the heartbeat repeats it.
-    first = [e for e in listen(api, run_id) if json.loads(e.data)["type"] != "heartbeat"]
+    # A frame without `id:` keeps the last one (the SSE rule a parser follows): the closing `interrupted` repeats it.
+    first = [e for e in listen(api, run_id) if json.loads(e.data)["type"] != "interrupted"]
     ids = [int(e.id) for e in first]
     assert ids == sorted(set(ids))
     assert resume(api, run_id, {"run_id": run_id, "resume_value": {"ok": True}}).status_code == 200
@@ -325,11 +325,11 @@ def test_last_event_id_that_is_not_a_sequence_is_400_detail(api):
         assert refused(reply, 400)
 
 
-def test_a_waiting_run_s_listen_ends_with_a_heartbeat_that_carries_the_retry_hint(api):
+def test_a_waiting_run_s_listen_ends_with_interrupted_that_carries_the_retry_hint(api):
     run_id = started(api, gated("Go on?"))
     interrupt_of(api, run_id)
     events = listen(api, run_id)
-    assert typed(events)[-1] == "heartbeat"
+    assert typed(events)[-1] == "interrupted"
     assert events[-1].retry == 100
     assert all(e.retry is None for e in events[:-1])
 
