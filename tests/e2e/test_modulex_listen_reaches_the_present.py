@@ -22,6 +22,8 @@ import pytest
 import requests
 
 from interlude.domain.budgets import MAX_ANSWER_BYTES
+from interlude.faces.modulex.definition import START_NODE
+from interlude.faces.modulex.references import engine_id
 from tests.support.local_stack import Api, running_stack, until
 
 SHORT_BOUNDS = {
@@ -225,7 +227,7 @@ def read_to(api: Api, run_id: str, events: list[dict[str, Any]], checkpoint: int
 def framed(events: list[dict[str, Any]]) -> list[int]:
     """The sequences of the events a ModuleX frame stands for: not those of the start node the translation adds (an
     entry that a loop enters again needs one), which is not the author's."""
-    return [e["sequence"] for e in events if e["type"] in PROJECTED and e.get("nodeId") != "~5F~5Fstart~5F~5F"]
+    return [e["sequence"] for e in events if e["type"] in PROJECTED and e.get("nodeId") != engine_id(START_NODE)]
 
 
 def history_bytes(events: list[dict[str, Any]]) -> int:
@@ -305,6 +307,7 @@ def test_a_client_that_sends_last_event_id_reads_the_skipped_frames_a_response_a
 
 
 def test_the_run_s_end_reaches_an_sdk_listen_however_long_its_history(api, long_run):
+    # The last of the three on the long run: it ends it.
     run_id = long_run["run_id"]
     resume(api, run_id, {"more": False, "round": long_run["rounds"] + 1})
     until(lambda: state(api, run_id)["metadata"]["status"] == "completed", 60)

@@ -270,9 +270,9 @@ def _checked(body: Any, creating: bool) -> dict[str, Any]:
     if creating and "workflow_schema" not in fields:
         raise Invalid("workflow_schema is required (a ModuleX workflow definition)")
     problems = typing_problems(fields, WRITABLE_TYPES)
-    if isinstance(fields.get("tags"), list):
-        tags = enumerate(fields["tags"])
-        problems += [mistyped(["tags", i], "string", tag) for i, tag in tags if not isinstance(tag, str)]
+    tags = fields.get("tags")
+    if isinstance(tags, list):
+        problems += [mistyped(["tags", i], "string", tag) for i, tag in enumerate(tags) if not isinstance(tag, str)]
     if problems:
         raise refused(problems)
     _short_strings(fields)
