@@ -78,7 +78,8 @@ def listen(events: list[dict[str, Any]], head: RunState, last: int | None = None
         reads.append(after)
         return [e for e in events if e["sequence"] > after]
 
-    parts = response(read, head, VIEW, last, BOUNDS, lambda: "now", kw.get("reload", lambda: head), budget)
+    now = kw.get("now", "now")
+    parts = response(read, head, VIEW, last, BOUNDS, lambda: now, kw.get("reload", lambda: head), budget)
     return frames_of(parts), reads
 
 
@@ -154,3 +155,13 @@ def test_the_run_s_end_ends_the_response_without_a_closing_frame():
     frames, _ = listen(events, state(events, "completed"), budget=answer_bytes(events) // 3)
     assert [f["data"]["type"] for f in frames][-1] == "done"
     assert "retry" not in frames[-1]
+
+
+def test_two_listens_of_a_run_that_did_not_move_are_the_same_frame_for_frame():
+    # What a response adds to the log is stamped with the log's times (the skipped events', the pause's), not the
+    # response's: a client comparing two listens sees no change where none happened.
+    events = log(20)
+    first, _ = listen(events, state(events), budget=answer_bytes(events) // 3, now="12:00")
+    again, _ = listen(events, state(events), budget=answer_bytes(events) // 3, now="12:05")
+    assert first == again
+    assert first[-1]["data"]["timestamp"] == "2026-12-07T12:00:00Z"  # when the run paused

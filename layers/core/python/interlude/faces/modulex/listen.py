@@ -61,7 +61,7 @@ def response(
         if skipped:
             shown = sum(frames.project(doc, view) is not None for doc in skipped)
             after = opening[0]["sequence"]
-            notice = after, streaming.frame(frames.history_skipped(view, shown, after, now()))
+            notice = after, streaming.frame(frames.history_skipped(view, shown, after, skipped[-1]["timestamp"]))
 
     def reader(after: int) -> list[dict[str, Any]]:
         nonlocal opening
@@ -99,10 +99,12 @@ def response(
 
 
 def _close(state: RunState, cursor: int, head: Callable[[], RunState | None], view: RunView, at: str) -> dict[str, Any]:
-    """`interrupted` when the run waited on interrupts as of the last event sent, else a heartbeat."""
+    """`interrupted` when the run waited on interrupts as of the last event sent, else a heartbeat (`at`: now)."""
     latest: RunState | None = state
     if cursor > state.nextSeq - 1:
         latest = head()  # events came after the request loaded the run: what does it wait on now?
     if latest is None or cursor != latest.nextSeq - 1 or latest.terminal or not latest.interrupts:
         return frames.heartbeat(at)
-    return frames.interrupted(view, list(latest.interrupts), at)
+    # Stamped when the run paused, not when the response ends: the same state is told the same way.
+    paused = max(interrupt.raisedAt for interrupt in latest.interrupts.values())
+    return frames.interrupted(view, list(latest.interrupts), paused)
