@@ -154,7 +154,7 @@ def test_resume_refuses_each_malformed_field_as_the_contract_answers(api):
         ({**good, "run_id": ["a"]}, 404),
         ({**good, "run_id": "x" * 100_000}, 404),
         ({**good, "workflow_id": "w", "workflow": {}}, 400),  # mutually exclusive
-        ({**good, "workflow_id": 7}, 400),  # names no workflow of the run
+        ({**good, "workflow_id": 7}, 422),  # a workflow_id is a string
         ({**good, "workflow_id": "another-workflow"}, 400),
         ({**good, "workflow": "not a definition"}, 422),
         ({**good, "workflow": {"nodes": "none"}}, 422),
@@ -297,8 +297,8 @@ def test_a_message_whose_rendering_passes_the_limit_ends_the_run_in_error(api):
 def test_the_listen_stream_resumes_after_last_event_id_without_loss_or_repeat(api):
     run_id = started(api, gated("Go on?"))
     interrupt_of(api, run_id)
-    # A frame without `id:` keeps the last one (the SSE rule a parser follows): the heartbeat repeats it.
-    first = [e for e in listen(api, run_id) if json.loads(e.data)["type"] != "heartbeat"]
+    # A frame without `id:` keeps the last one (the SSE rule a parser follows): the closing `interrupted` repeats it.
+    first = [e for e in listen(api, run_id) if json.loads(e.data)["type"] != "interrupted"]
     ids = [int(e.id) for e in first]
     assert ids == sorted(set(ids))
     assert resume(api, run_id, {"run_id": run_id, "resume_value": {"ok": True}}).status_code == 200
@@ -325,11 +325,11 @@ def test_last_event_id_that_is_not_a_sequence_is_400_detail(api):
         assert refused(reply, 400)
 
 
-def test_a_waiting_run_s_listen_ends_with_a_heartbeat_that_carries_the_retry_hint(api):
+def test_a_waiting_run_s_listen_ends_with_interrupted_that_carries_the_retry_hint(api):
     run_id = started(api, gated("Go on?"))
     interrupt_of(api, run_id)
     events = listen(api, run_id)
-    assert typed(events)[-1] == "heartbeat"
+    assert typed(events)[-1] == "interrupted"
     assert events[-1].retry == 100
     assert all(e.retry is None for e in events[:-1])
 
@@ -453,14 +453,15 @@ def test_huge_and_odd_fields_of_run_and_cancel_are_refused_as_detail(api):
     workflow = gated("Go on?")
     for body, status in (
         ({"workflow": workflow, "input": {"x": "y" * 200_000}}, 413),
-        ({"workflow": workflow, "input": []}, 400),
+        ({"workflow": workflow, "input": []}, 422),
         ({"workflow": {**workflow, "config": {"recursion_limit": 10**40 + 1}}}, 422),
     ):
         refused(api.call("POST", "/workflows/run", body), status)
     run_id = started(api, workflow)
     interrupt_of(api, run_id)
-    for body in ({"reason": "r" * 300_000}, {"reason": 5}, {"reason": ["no"]}):
-        refused(api.call("POST", f"/workflows/cancel/{run_id}", body), 400)
+    refused(api.call("POST", f"/workflows/cancel/{run_id}", {"reason": "r" * 300_000}), 400)
+    for body in ({"reason": 5}, {"reason": ["no"]}):
+        refused(api.call("POST", f"/workflows/cancel/{run_id}", body), 422)
     assert api.call("POST", f"/workflows/cancel/{run_id}", {"reason": "done", "extra": 1}).status_code == 200
 
 

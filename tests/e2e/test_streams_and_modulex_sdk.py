@@ -102,10 +102,14 @@ def test_worked_example_with_the_modulex_sdk(stack, answer, branch, skipped):
             assert interrupt["examples"] == config["examples"]
             assert interrupt["data"] == {}
 
-            # A listen that ends while the run waits: every frame the SDK yields is one the server sent (the
-            # reconnect hint rides on the filtered heartbeat, not in a block the SDK reads as a `message`).
+            # A listen that ends while the run waits: every frame the SDK yields is one the server sent, the last the
+            # `interrupted` the SDK stops on (the reconnect hint rides on it, not in a block the SDK reads as a
+            # `message`).
             waiting = await drain(client.executions.listen(started.run_id))
-            assert [e.event for e in waiting] == ["metadata", "node_started", "node_update", "node_started", "interrupt"]
+            kinds = [e.event for e in waiting]
+            assert kinds == ["metadata", "node_started", "node_update", "node_started", "interrupt", "interrupted"]
+            assert waiting[-1].is_terminal
+            assert waiting[-1].data["data"]["node_ids"] == ["node_approval"]
 
             state = await client.executions.get_state(started.thread_id)
             assert state.next == ["node_approval"]

@@ -264,11 +264,12 @@ def test_worked_example_through_the_modulex_face(key):
     frames = listen.events()
     assert all(set(f) == {"id", "data"} for f in frames[:-1])  # data-only frames: no `event:` line
     kinds = [f["data"]["type"] for f in frames]
-    assert kinds == ["metadata", "node_started", "node_update", "node_started", "interrupt", "heartbeat"]
-    # The bounded close of a waiting run: its reconnect hint rides on the heartbeat, never in a block of its own
-    # (modulex-python 1.0 reads a data-less block as one more `message` event with data None).
+    assert kinds == ["metadata", "node_started", "node_update", "node_started", "interrupt", "interrupted"]
+    # The bounded close of a waiting run: `interrupted` (the SDKs stop on it), its reconnect hint on that frame, never
+    # in a block of its own (modulex-python 1.0 reads a data-less block as one more `message` event with data None).
     assert listen.frames() == frames
     assert set(frames[-1]) == {"retry", "data"}
+    assert frames[-1]["data"]["data"]["node_ids"] == ["node_approval"]
     state = call("GET", f"/workflows/state/{run_id}", key).json()
     assert state["next"] == ["node_approval"]
     assert state["metadata"]["status"] == "interrupted"

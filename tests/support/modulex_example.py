@@ -4,6 +4,7 @@ transformer node, as one ModuleX workflow definition the tests share."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 APPROVAL_MESSAGE = "Approve sending this draft?\n\n{{node_draft}}"
@@ -104,3 +105,80 @@ def instructed_example() -> dict[str, Any]:
     flow = worked_example()
     flow["nodes"][1]["interrupt_config"]["message"] = INSTRUCTIONS + "\n\n{{node_draft}}"
     return flow
+
+
+def _as_task(flow: dict[str, Any], node_type: str, **config: Any) -> None:
+    flow["nodes"][0] = {"id": "node_draft", "type": node_type, "x": 0, "y": 0, f"{node_type}_config": config}
+
+
+# Each field of a definition the contract types, given a value of another JSON type (or, for a string that cuts or a
+# list of names, one no run could use): how to break the worked example that way, and where the refusal points
+# (its `loc` after ["body", "workflow"]). None of them is read as something else.
+MISTYPED_DEFINITION_FIELDS: dict[str, tuple[Callable[[dict[str, Any]], Any], list[Any]]] = {
+    "enabled as a string": (lambda w: w["nodes"][0].update(enabled="false"), ["nodes", 0, "enabled"]),
+    "enabled as a number": (lambda w: w["nodes"][0].update(enabled=0), ["nodes", 0, "enabled"]),
+    "x as a string": (lambda w: w["nodes"][0].update(x="0"), ["nodes", 0, "x"]),
+    "y as a boolean": (lambda w: w["nodes"][0].update(y=True), ["nodes", 0, "y"]),
+    "recursion_limit as a boolean": (lambda w: w.update(config={"recursion_limit": True}), ["config", "recursion_limit"]),
+    "recursion_limit as a string": (lambda w: w.update(config={"recursion_limit": "7.0"}), ["config", "recursion_limit"]),
+    "condition_type as a number": (
+        lambda w: w["nodes"][2]["conditional_config"].update(condition_type=0),
+        ["nodes", 2, "conditional_config", "condition_type"],
+    ),
+    "condition_type as false": (
+        lambda w: w["nodes"][2]["conditional_config"].update(condition_type=False),
+        ["nodes", 2, "conditional_config", "condition_type"],
+    ),
+    "expression_branches as an object": (
+        lambda w: w["nodes"][2]["conditional_config"].update(expression_branches={}),
+        ["nodes", 2, "conditional_config", "expression_branches"],
+    ),
+    "routes as a list": (
+        lambda w: w["nodes"][2]["conditional_config"].update(routes=[]),
+        ["nodes", 2, "conditional_config", "routes"],
+    ),
+    "an empty operator": (
+        lambda w: w["nodes"][2]["conditional_config"]["expression_branches"][0].update(operator=""),
+        ["nodes", 2, "conditional_config"],
+    ),
+    "operations as a number": (
+        lambda w: w["nodes"][0]["transformer_config"].update(operations=0),
+        ["nodes", 0, "transformer_config", "operations"],
+    ),
+    "operations as an object": (
+        lambda w: w["nodes"][0]["transformer_config"].update(operations={"type": "template"}),
+        ["nodes", 0, "transformer_config", "operations"],
+    ),
+    "a join separator as an object": (
+        lambda w: w["nodes"][0]["transformer_config"]["operations"].append({"type": "join", "params": {"separator": {}}}),
+        ["nodes", 0, "transformer_config"],
+    ),
+    "an empty split separator": (
+        lambda w: w["nodes"][0]["transformer_config"]["operations"].append({"type": "split", "params": {"separator": ""}}),
+        ["nodes", 0, "transformer_config"],
+    ),
+    "pick fields that are not names": (
+        lambda w: w["nodes"][4]["transformer_config"]["operations"][0]["params"].update(fields=[1]),
+        ["nodes", 4, "transformer_config"],
+    ),
+    "a task's timeoutSeconds as a string": (
+        lambda w: _as_task(w, "llm", timeoutSeconds="30"),
+        ["nodes", 0, "llm_config", "timeoutSeconds"],
+    ),
+    "a task's heartbeatTimeoutSeconds as a float": (
+        lambda w: _as_task(w, "tool", heartbeatTimeoutSeconds=1.5),
+        ["nodes", 0, "tool_config", "heartbeatTimeoutSeconds"],
+    ),
+    "a task's max_attempts as a boolean": (
+        lambda w: (_as_task(w, "llm"), w["nodes"][0].update(retry_config={"max_attempts": True})),
+        ["nodes", 0, "retry_config", "max_attempts"],
+    ),
+    "a task's backoff_factor as a string": (
+        lambda w: (_as_task(w, "function"), w["nodes"][0].update(retry_config={"backoff_factor": "2"})),
+        ["nodes", 0, "retry_config", "backoff_factor"],
+    ),
+    "an agent's system_prompt as a number": (
+        lambda w: _as_task(w, "agent", system_prompt=5),
+        ["nodes", 0, "agent_config"],
+    ),
+}

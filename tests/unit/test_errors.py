@@ -41,6 +41,7 @@ OPENWOP_STATUS = {
     "interlude.vote_already_cast": 409,
     "interlude.run_state_invalid": 400,
     "interlude.workflow_unprocessable": 422,
+    "interlude.field_unprocessable": 422,
     "interrupt_expired": 410,
     "payload_too_large": 413,
     "unsupported_media_type": 415,

@@ -11,6 +11,7 @@ from interlude.domain.errors import Conflict, Invalid, NotFound, Unprocessable
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.faces.modulex.definition import content_id, translate
 from interlude.faces.modulex.operations import (
+    flag,
     resume_body,
     resumed_source,
     run_body,
@@ -28,10 +29,9 @@ from tests.support.modulex_example import worked_example
         ({"workflow_id": "a", "system_workflow": "s"}, "system workflows are not served by this host"),
         ({}, "give exactly one of workflow_id and workflow"),
         ({"workflow_id": "a", "workflow": {}}, "give exactly one of workflow_id and workflow"),
-        ({"workflow_id": "a", "input": []}, "input must be a JSON object"),
-        ({"workflow_id": "a", "config": "x"}, "config must be a JSON object"),
-        # The first refusal wins: an unknown field before the missing workflow.
+        # The first refusal wins: an unknown field before the missing workflow, the shape before the fields' types.
         ({"extra": 1}, "unknown fields: ['extra']"),
+        ({"workflow_id": 7, "workflow": {}, "stream": "no"}, "give exactly one of workflow_id and workflow"),
     ],
 )
 def test_a_run_request_of_the_wrong_shape_is_refused_with_its_reason(body: Any, message: str) -> None:
@@ -40,28 +40,71 @@ def test_a_run_request_of_the_wrong_shape_is_refused_with_its_reason(body: Any, 
     assert refused.value.message == message
 
 
+@pytest.mark.parametrize(
+    ("fields", "loc", "kind"),
+    [
+        ({"input": []}, ["input"], "dict_type"),
+        ({"config": "x"}, ["config"], "dict_type"),
+        ({"config": 0}, ["config"], "dict_type"),  # not "no config"
+        ({"config": False}, ["config"], "dict_type"),
+        ({"stream": "false"}, ["stream"], "bool_type"),  # not true, as bool("false") is
+        ({"stream": 0}, ["stream"], "bool_type"),
+        ({"ephemeral": "true"}, ["ephemeral"], "bool_type"),
+        ({"ephemeral": []}, ["ephemeral"], "bool_type"),
+        ({"is_private": 1}, ["is_private"], "bool_type"),
+        ({"is_private": {}}, ["is_private"], "bool_type"),
+        ({"attribution_workflow_id": {"id": "w"}}, ["attribution_workflow_id"], "string_type"),
+        ({"config": {"recursion_limit": "7"}}, ["config", "recursion_limit"], "int_type"),
+        ({"config": {"recursion_limit": "7.0"}}, ["config", "recursion_limit"], "int_type"),
+        ({"config": {"recursion_limit": True}}, ["config", "recursion_limit"], "int_type"),  # not 1
+        ({"config": {"recursion_limit": 7.5}}, ["config", "recursion_limit"], "int_type"),
+        ({"config": {"recursion_limit": 0}}, ["config", "recursion_limit"], "int_type"),  # not "no limit"
+        ({"config": {"recursion_limit": -3}}, ["config", "recursion_limit"], "int_type"),
+    ],
+)
+def test_a_run_request_field_of_another_json_type_is_refused_naming_it(
+    fields: dict[str, Any], loc: list[str], kind: str
+) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        run_body({"workflow_id": "a", **fields})
+    assert refused.value.code == "interlude.field_unprocessable"
+    [problem] = refused.value.details["errors"]
+    assert (problem["loc"], problem["type"]) == (["body", *loc], kind)
+    assert problem["msg"].startswith(".".join(loc) + " must be")
+
+
+def test_every_field_of_another_type_is_named_at_once() -> None:
+    with pytest.raises(Unprocessable) as refused:
+        run_body({"workflow_id": 7, "stream": "yes", "config": {"recursion_limit": "9"}})
+    assert [p["loc"] for p in refused.value.details["errors"]] == [
+        ["body", "workflow_id"],
+        ["body", "stream"],
+        ["body", "config", "recursion_limit"],
+    ]
+
+
 def test_a_run_request_yields_its_input_and_config_with_defaults() -> None:
     assert run_body({"workflow_id": "a"}) == ({}, {})
-    assert run_body({"workflow_id": "a", "input": None, "config": None}) == ({}, {})
+    assert run_body({"workflow_id": "a", "input": None, "config": None, "stream": None}) == ({}, {})
     assert run_body({"workflow": {}, "input": {"x": 1}, "config": {"k": 2}}) == ({"x": 1}, {"k": 2})
+    assert run_body({"workflow_id": "a", "input": {}, "config": {}, "stream": False, "ephemeral": True}) == ({}, {})
+    assert run_body({"workflow_id": "a", "config": {"recursion_limit": 3.0}}) == ({}, {"recursion_limit": 3.0})
 
 
 @pytest.mark.parametrize(
-    ("body", "config", "configurable"),
+    ("config", "inline_limit", "configurable"),
     [
-        ({"workflow_id": "a"}, {"recursion_limit": 7}, {"version": 1, "run": {"recursionLimit": 7}}),
-        ({"workflow": {"config": {"recursion_limit": 5}}}, {}, {"version": 1, "run": {"recursionLimit": 5}}),
-        ({"workflow": {"config": {"recursion_limit": 5}}}, {"recursion_limit": 9}, {"version": 1, "run": {"recursionLimit": 9}}),
-        ({"workflow_id": "a"}, {"recursion_limit": 0}, None),
-        ({"workflow_id": "a"}, {"recursion_limit": True}, None),
-        ({"workflow_id": "a"}, {"recursion_limit": "7"}, None),
-        ({"workflow": {}}, {}, None),
+        ({"recursion_limit": 7}, None, {"version": 1, "run": {"recursionLimit": 7}}),
+        ({"recursion_limit": 7.0}, None, {"version": 1, "run": {"recursionLimit": 7}}),
+        ({}, 5, {"version": 1, "run": {"recursionLimit": 5}}),
+        ({"recursion_limit": 9}, 5, {"version": 1, "run": {"recursionLimit": 9}}),
+        ({}, None, None),
     ],
 )
 def test_the_recursion_limit_comes_from_the_config_else_the_inline_workflow(
-    body: dict[str, Any], config: dict[str, Any], configurable: dict[str, Any] | None
+    config: dict[str, Any], inline_limit: int | None, configurable: dict[str, Any] | None
 ) -> None:
-    assert run_configurable(body, config) == ({"configurable": configurable} if configurable else {})
+    assert run_configurable(config, inline_limit) == ({"configurable": configurable} if configurable else {})
 
 
 @pytest.mark.parametrize(
@@ -77,6 +120,23 @@ def test_a_resume_request_of_the_wrong_shape_is_refused_with_its_reason(body: An
     with pytest.raises(Invalid) as refused:
         resume_body(body)
     assert refused.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("fields", "loc", "kind"),
+    [
+        ({"stream": "false"}, "stream", "bool_type"),
+        ({"stream": 1}, "stream", "bool_type"),
+        ({"stream": {}}, "stream", "bool_type"),
+        ({"workflow_id": 7}, "workflow_id", "string_type"),
+        ({"workflow_id": ["w"]}, "workflow_id", "string_type"),
+    ],
+)
+def test_a_resume_field_of_another_json_type_is_refused_naming_it(fields: dict[str, Any], loc: str, kind: str) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        resume_body({"run_id": 5, "resume_value": 1, **fields})  # before the run_id that names no run
+    [problem] = refused.value.details["errors"]
+    assert (problem["loc"], problem["type"]) == (["body", loc], kind)
 
 
 def test_a_resume_names_its_run_and_a_run_id_that_is_not_a_string_names_none() -> None:
@@ -125,3 +185,8 @@ def test_a_resume_needs_exactly_one_open_interrupt() -> None:
         with pytest.raises(Conflict) as refused:
             waiting_interrupt(state)
         assert refused.value.code == "interlude.run_state_invalid"
+
+
+def test_a_boolean_left_out_or_null_is_its_default_and_a_boolean_sent_is_itself() -> None:
+    assert [flag({}, "stream", True), flag({"stream": None}, "stream", True)] == [True, True]
+    assert [flag({"stream": False}, "stream", True), flag({"ephemeral": True}, "ephemeral", False)] == [False, True]

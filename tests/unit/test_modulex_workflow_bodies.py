@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from interlude.domain.errors import Invalid
+from interlude.domain.errors import Invalid, Unprocessable
 from interlude.faces.modulex.workflows import _checked
 
 _LONG = "x" * 257
@@ -21,27 +21,52 @@ _LONG = "x" * 257
         ({"extra": 1, "more": 2}, False, "unknown fields: ['extra', 'more']"),
         ({"extra": 1}, True, "unknown fields: ['extra']"),  # before the missing schema
         ({}, True, "workflow_schema is required (a ModuleX workflow definition)"),
-        ({"workflow_schema": []}, True, "workflow_schema is required (a ModuleX workflow definition)"),
-        ({"workflow_schema": []}, False, "workflow_schema must be a JSON object"),
-        ({"name": 1}, False, "name must be a string of at most 256 characters"),
+        ({"workflow_schema": None}, True, "workflow_schema is required (a ModuleX workflow definition)"),
         ({"description": _LONG}, False, "description must be a string of at most 256 characters"),
-        ({"visibility": 3}, False, "visibility must be a string of at most 256 characters"),
         ({"visibility": "everyone"}, False, "visibility must be one of ['private', 'organization', 'public', 'system']"),
-        ({"tags": "a"}, False, "tags must be a list of at most 50 strings"),
         ({"tags": ["a"] * 51}, False, "tags must be a list of at most 50 strings"),
-        ({"tags": ["a", 1]}, False, "tags must be a list of at most 50 strings"),
-        ({"input": []}, False, "input must be a JSON object"),
-        ({"config": "x"}, False, "config must be a JSON object"),
-        # The first refusal wins, in this order: strings, visibility, tags, objects.
-        ({"version": 2, "visibility": "x", "tags": 1, "input": 1}, False, "version must be a string of at most 256 characters"),
-        ({"visibility": "x", "tags": 1, "input": 1}, False, "visibility must be one of ['private', 'organization', 'public', 'system']"),
-        ({"tags": 1, "input": 1}, False, "tags must be a list of at most 50 strings"),
+        # The first refusal wins, in this order: lengths, visibility, tags (each field's type before any of them).
+        ({"version": _LONG, "visibility": "x", "tags": ["a"] * 51}, False, "version must be a string of at most 256 characters"),
+        ({"visibility": "x", "tags": ["a"] * 51}, False, "visibility must be one of ['private', 'organization', 'public', 'system']"),
     ],
 )
 def test_a_workflow_body_of_the_wrong_shape_is_refused_with_its_reason(body: Any, creating: bool, message: str) -> None:
     with pytest.raises(Invalid) as refused:
         _checked(body, creating)
     assert refused.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("body", "creating", "loc", "kind"),
+    [
+        ({"workflow_schema": []}, True, ["workflow_schema"], "dict_type"),
+        ({"workflow_schema": "x"}, False, ["workflow_schema"], "dict_type"),
+        ({"name": 1}, False, ["name"], "string_type"),
+        ({"description": {"text": "d"}}, False, ["description"], "string_type"),
+        ({"version": 2}, False, ["version"], "string_type"),
+        ({"category": ["c"]}, False, ["category"], "string_type"),
+        ({"status": True}, False, ["status"], "string_type"),
+        ({"visibility": 3}, False, ["visibility"], "string_type"),
+        ({"tags": "a"}, False, ["tags"], "list_type"),
+        ({"tags": ["a", 1]}, False, ["tags", 1], "string_type"),
+        ({"input": []}, False, ["input"], "dict_type"),
+        ({"config": "x"}, False, ["config"], "dict_type"),
+    ],
+)
+def test_a_workflow_body_field_of_another_json_type_is_refused_naming_it(
+    body: Any, creating: bool, loc: list[Any], kind: str
+) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        _checked(body, creating)
+    assert refused.value.code == "interlude.field_unprocessable"
+    [problem] = refused.value.details["errors"]
+    assert (problem["loc"], problem["type"]) == (["body", *loc], kind)
+
+
+def test_every_field_of_another_type_is_named_before_any_limit() -> None:
+    with pytest.raises(Unprocessable) as refused:
+        _checked({"version": 2, "visibility": "x", "tags": 1, "input": 1, "name": "n" * 300}, creating=False)
+    assert [p["loc"] for p in refused.value.details["errors"]] == [["body", "version"], ["body", "tags"], ["body", "input"]]
 
 
 def test_a_workflow_body_yields_its_writable_fields() -> None:

@@ -15,7 +15,7 @@ from interlude.faces.modulex.references import engine_id
 from tests.support.engine import NOW, subject
 from tests.support.engine import answer as answer_as
 from tests.support.engine import start as start_run
-from tests.support.modulex_example import APPROVAL_MESSAGE, DRAFT, worked_example
+from tests.support.modulex_example import APPROVAL_MESSAGE, DRAFT, MISTYPED_DEFINITION_FIELDS, worked_example
 
 ADMIN = subject("admin")
 E = engine_id
@@ -416,6 +416,28 @@ def test_definitions_that_cannot_run_are_refused_at_validation(mutate, message):
     with pytest.raises(Invalid) as got:
         translate(raw)
     assert any(message in e["msg"] for e in got.value.errors), got.value.errors
+
+
+@pytest.mark.parametrize("case", MISTYPED_DEFINITION_FIELDS)
+def test_a_definition_field_of_another_json_type_is_refused_never_read_as_another_value(case):
+    mutate, loc = MISTYPED_DEFINITION_FIELDS[case]
+    raw = worked_example()
+    mutate(raw)
+    with pytest.raises(Invalid) as got:
+        translate(raw)
+    assert [e["loc"] for e in got.value.errors] == [["body", "workflow", *loc]], got.value.errors
+
+
+def test_a_definition_s_numbers_may_be_written_as_json_writes_them():
+    raw = worked_example()
+    raw["config"] = {"recursion_limit": 7.0}  # a JSON integer, as Python's json writes 7.0
+    raw["nodes"][0].update(x=1.5, y=2, enabled=True)
+    raw["nodes"][0]["transformer_config"]["operations"].append({"type": "join", "params": {"separator": ""}})
+    translated = translate(raw)
+    assert translated["metadata"]["interlude.modulex"]["recursionLimit"] == 7
+    llm = worked_example()
+    llm["nodes"][0] = mx_node("node_draft", "llm", timeoutSeconds=30.0) | {"retry_config": {"initial_interval": 0.5}}
+    assert engine.check_config(WorkflowDefinition.model_validate(translate(llm))) == []
 
 
 def test_inline_definitions_are_content_addressed():

@@ -1209,7 +1209,10 @@ ROUTES: tuple[Route, ...] = (
             Answer(201, "The version registered", "interlude.domain.models.responses.WorkflowVersion"),
             Answer(200, "The ModuleX workflow the id names, updated (issue 16)", "interlude.faces.modulex.workflows.ModulexWorkflow"),
         ),
-        errors=("runner_unavailable", "interlude.quota_exceeded", "interlude.workflow_unprocessable"),
+        errors=(
+            "runner_unavailable", "interlude.quota_exceeded", "interlude.workflow_unprocessable",
+            "interlude.field_unprocessable",
+        ),
     ),
     Route(
         "GET", "/workflows/{workflowId}", "getWorkflow", "workflows:read", "Latest workflow version", module="runs",
@@ -1416,7 +1419,7 @@ ROUTES: tuple[Route, ...] = (
         idempotency="with-effect",
         request="interlude.faces.modulex.operations.ModulexRunRequest",
         answers=(Answer(200, "The run started", "interlude.faces.modulex.operations.ModulexRunStarted"),),
-        errors=("interlude.workflow_unprocessable", "interlude.quota_exceeded"),
+        errors=("interlude.workflow_unprocessable", "interlude.field_unprocessable", "interlude.quota_exceeded"),
         params=(ORGANIZATION,),
     ),
     Route(
@@ -1433,7 +1436,10 @@ ROUTES: tuple[Route, ...] = (
         idempotency="with-effect", decides="modulex",
         request="interlude.faces.modulex.operations.ModulexResumeRequest",
         answers=(Answer(200, "The interrupt answered", "interlude.faces.modulex.operations.ModulexResumed"),),
-        errors=(*RUN_ERRORS, *DECISION_ERRORS, "interlude.run_state_invalid", "interlude.workflow_unprocessable"),
+        errors=(
+            *RUN_ERRORS, *DECISION_ERRORS, "interlude.run_state_invalid", "interlude.workflow_unprocessable",
+            "interlude.field_unprocessable",
+        ),
         params=(ORGANIZATION,),
     ),
     Route(
@@ -1442,7 +1448,7 @@ ROUTES: tuple[Route, ...] = (
         idempotency="with-effect",
         request="interlude.faces.modulex.operations.ModulexCancelRequest", optional_body=True,
         answers=(Answer(200, "The run cancelled", "interlude.faces.modulex.operations.ModulexCancelled"),),
-        errors=(*RUN_ERRORS, "interlude.run_state_invalid", "run_terminal"),
+        errors=(*RUN_ERRORS, "interlude.run_state_invalid", "run_terminal", "interlude.field_unprocessable"),
         params=(ORGANIZATION,),
     ),
     Route(
@@ -1704,7 +1710,10 @@ ROUTES: tuple[Route, ...] = (
         idempotency="claimed",
         request="interlude.faces.modulex.workflows.ModulexWorkflowRequest",
         answers=(Answer(201, "The workflow deployed", "interlude.faces.modulex.workflows.ModulexWorkflow"),),
-        errors=("interlude.workflow_unprocessable", "interlude.quota_exceeded", "runner_unavailable"),
+        errors=(
+            "interlude.workflow_unprocessable", "interlude.field_unprocessable", "interlude.quota_exceeded",
+            "runner_unavailable",
+        ),
         params=(ORGANIZATION,),
     ),
     Route(

@@ -98,7 +98,7 @@ def envelope(exc: DomainError) -> dict[str, Any]:
 
 
 def modulex_detail(exc: DomainError) -> Any:
-    if exc.code == "interlude.workflow_unprocessable" and exc.details and exc.details.get("errors"):
+    if isinstance(exc, Unprocessable) and exc.details and exc.details.get("errors"):
         return exc.details["errors"]  # FastAPI-style [{loc, msg, type}]
     return exc.message
 

@@ -11,7 +11,6 @@ tenant (the organisation): otherwise 404 on run routes (no existence leak) and 4
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel
@@ -29,12 +28,12 @@ from interlude.api.http import (
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
-from interlude.app import streams as streaming
 from interlude.composition import services
 from interlude.domain.errors import Forbidden
+from interlude.domain.models.run import RunState
 from interlude.domain.written_numbers import spellings
 from interlude.engine.run import iso
-from interlude.faces.modulex import frames
+from interlude.faces.modulex import listen as listening
 from interlude.faces.modulex.operations import ModulexFace, not_found
 from interlude.rules.auth import Principal
 
@@ -89,38 +88,24 @@ def state(threadId: str) -> Response:
 
 @route("modulexListen")
 def listen(runId: str) -> Response:
-    """History from the start (or after Last-Event-ID), then what arrives within the request's bounds."""
+    """History from the start (or after Last-Event-ID), then what arrives within the request's bounds
+    (interlude.faces.modulex.listen says how a response ends)."""
     principal = caller("modulexListen", run_scoped=True)
     mx = face()
     run_state, _ = mx.load(principal, runId)
-    view = mx.view(run_state)
-    last = last_event_id()
-    bounds = stream_bounds()
     store = services().store
-    parts: list[str] = []
 
-    def now() -> str:
-        return iso(services().clock())
+    def head() -> RunState | None:
+        got = store.get_run(run_state.runId)
+        return None if got is None else got[0]
 
-    def on_events(docs: list[dict[str, Any]]) -> int:
-        written = 0
-        for doc in docs:
-            projected = frames.project(doc, view)
-            if projected is not None:
-                parts.append(streaming.frame(projected, id=doc["sequence"]))
-                written += 1
-        return written
-
-    ended = streaming.follow(
+    parts = listening.response(
         lambda after: store.read_events(run_state.runId, after, holder=run_state),
-        -1 if last is None else last,
-        run_state.terminal,
-        bounds,
-        on_events,
-        lambda: parts.append(streaming.frame(frames.heartbeat(now()))),
+        run_state,
+        mx.view(run_state),
+        last_event_id(),
+        stream_bounds(),
+        lambda: iso(services().clock()),
+        head,
     )
-    if ended != "terminal":
-        # Not finished (running, or waiting on an interrupt): a heartbeat that carries the reconnection hint. A
-        # `retry:` block of its own would reach modulex-python 1.0 as one more `message` event with data None.
-        parts.append(streaming.frame(frames.heartbeat(now()), retry=bounds.retry_ms))
     return sse_response(parts)

@@ -173,3 +173,14 @@ def first_page(items: list[Any], limit: int = MAX_ANSWER_BYTES) -> list[Any]:
         if spent > limit:
             return items[: max(count, 1)]
     return items
+
+
+def answer_bytes(items: list[Any]) -> int:
+    """What `items` weigh in an answer, as first_page counts them."""
+    return sum(json_size(item, 1 << 62, "an answer", depth=1 << 20) + 1 for item in items)
+
+
+def last_page(items: list[Any], limit: int = MAX_ANSWER_BYTES) -> list[Any]:
+    """The longest suffix of `items` whose JSON fits `limit` (never empty when `items` is not): the newest of them, for
+    a reader who cannot ask for the next page (first_page's mirror)."""
+    return first_page(items[::-1], limit)[::-1]

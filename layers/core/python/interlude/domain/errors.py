@@ -139,6 +139,10 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "interlude.run_state_invalid": Conflict,
     # ModuleX face: a definition that cannot run (FastAPI-style detail list in details.errors).
     "interlude.workflow_unprocessable": Unprocessable,
+    # ModuleX face: a body field whose value its type in the contract does not admit (a JSON type other than its own:
+    # the string "false" for a boolean; a recursion_limit that is not a positive integer), FastAPI's 422, naming the
+    # field in details.errors (the same detail list).
+    "interlude.field_unprocessable": Unprocessable,
     "interrupt_expired": Expired,
     "payload_too_large": TooLarge,
     "unsupported_media_type": UnsupportedMedia,

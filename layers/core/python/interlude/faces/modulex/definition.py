@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from interlude.domain.ids import AUTHOR_ID_RE, INLINE_WORKFLOW_PREFIX, MODULEX_METADATA
 from interlude.domain.models import new_list
 from interlude.faces.modulex import nodes, tasks
+from interlude.faces.modulex.fields import PYDANTIC_TYPE, JsonBoolean, JsonInteger, JsonNumber, JsonType, is_json
 from interlude.faces.modulex.references import engine_id
 
 START_NAMES = frozenset({"__start__", "START", "start"})
@@ -61,9 +62,9 @@ class MxNode(_Tolerant):
     type: str
     name: str | None = None
     description: str | None = None
-    enabled: bool = True
-    x: float
-    y: float
+    enabled: JsonBoolean = True
+    x: JsonNumber
+    y: JsonNumber
     retry_config: dict[str, Any] | None = None
     interrupt_config: dict[str, Any] | None = None
     conditional_config: dict[str, Any] | None = None
@@ -91,7 +92,7 @@ class MxMetadata(_Tolerant):
 
 
 class MxConfig(_Tolerant):
-    recursion_limit: int | None = Field(default=None, ge=1, le=10000)
+    recursion_limit: JsonInteger | None = Field(default=None, ge=1, le=10000)
 
 
 class MxWorkflow(_Tolerant):
@@ -103,18 +104,32 @@ class MxWorkflow(_Tolerant):
 
 
 def _pydantic_errors(exc: ValidationError, prefix: list[Any]) -> list[dict[str, Any]]:
-    return [
-        _err(prefix + list(e["loc"]), e["msg"], e["type"]) for e in exc.errors(include_url=False, include_input=False)
-    ]
+    """Each problem at its place, its message naming that place too (modulex-python shows the messages alone)."""
+    out = []
+    for e in exc.errors(include_url=False, include_input=False):
+        loc = prefix + list(e["loc"])
+        out.append(_err(loc, f"{'.'.join(str(part) for part in loc[1:])}: {e['msg']}", e["type"]))
+    return out
 
 
 class _Unrunnable(Exception):
     """A node config Interlude cannot run, found before its model validates it."""
 
-    def __init__(self, loc: list[Any], msg: str) -> None:
+    def __init__(self, loc: list[Any], msg: str, kind: str = "value_error") -> None:
         super().__init__(msg)
         self.loc = loc
         self.msg = msg
+        self.kind = kind
+
+
+def _check_json_types(node: MxNode, where: list[str], raw: dict[str, Any], types: dict[str, JsonType]) -> None:
+    """Refuse a field of `raw` (at `where` in the node) whose value is not of the JSON type `types` gives it: the
+    engine's models would read `"30"` as 30 seconds and `true` as one attempt."""
+    for name, kind in types.items():
+        value = raw.get(name)
+        if value is not None and not is_json(value, kind):
+            path = ".".join([*where, name])
+            raise _Unrunnable([*where, name], f"node {node.id!r}: {path} must be a JSON {kind}", PYDANTIC_TYPE[kind])
 
 
 def _interrupt_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
@@ -129,39 +144,42 @@ _BRANCH_KEYS = ("id", "name", "source", "operator", "value", "condition", "targe
 
 
 def _conditional_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
-    kind = raw.get("condition_type") or "expression"
+    kind = raw.get("condition_type")
+    if kind is None:
+        kind = "expression"
     if kind != "expression":
         raise _Unrunnable(
             ["conditional_config", "condition_type"],
             f"conditional node {node.id!r} uses condition_type {kind!r}; Interlude runs expression "
             "conditionals only (no LLM routing, no loops)",
         )
-    config: dict[str, Any] = {
-        "condition_type": "expression",
-        "expression_branches": [
+    # Each field as sent, its type left to the model to check: `routes: []` is no routes, never read as `{}`.
+    config: dict[str, Any] = {"condition_type": "expression"}
+    fields = ("expression_branches", "routes", "expression", "default_target")
+    config.update({k: raw[k] for k in fields if raw.get(k) is not None})
+    if isinstance(config.get("expression_branches"), list):
+        config["expression_branches"] = [
             {k: v for k, v in b.items() if k in _BRANCH_KEYS} if isinstance(b, dict) else b
-            for b in raw.get("expression_branches") or []
-        ],
-        "routes": raw.get("routes") or {},
-    }
-    for key in ("expression", "default_target"):
-        if raw.get(key) is not None:
-            config[key] = raw[key]
+            for b in config["expression_branches"]
+        ]
     return config
 
 
 def _transformer_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
     config = {k: v for k, v in raw.items() if k in ("source", "operations") and v is not None}
-    config["operations"] = [
-        {k: v for k, v in op.items() if k in ("type", "field", "params") and v is not None}
-        if isinstance(op, dict)
-        else op
-        for op in config.get("operations") or []
-    ]
+    if isinstance(config.get("operations"), list):  # anything else is left to the model to refuse
+        config["operations"] = [
+            {k: v for k, v in op.items() if k in ("type", "field", "params") and v is not None}
+            if isinstance(op, dict)
+            else op
+            for op in config["operations"]
+        ]
     return config
 
 
 def _task_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
+    _check_json_types(node, [f"{node.type}_config"], raw, tasks.LIMIT_TYPES)
+    _check_json_types(node, ["retry_config"], node.retry_config or {}, tasks.RETRY_TYPES)
     return tasks.task_config(raw, node.retry_config)
 
 
@@ -219,7 +237,7 @@ def _node_config(i: int, node: MxNode, errors: list[dict[str, Any]]) -> tuple[st
             raise _Unrunnable([config_field], f"{node.type} node {node.id!r} has no {config_field}")
         parsed = runnable.model.model_validate(runnable.shape(node, raw or {}))
     except _Unrunnable as exc:
-        errors.append(_err(loc + exc.loc, exc.msg))
+        errors.append(_err(loc + exc.loc, exc.msg, exc.kind))
         return None
     except ValidationError as exc:
         errors.extend(_pydantic_errors(exc, loc + [config_field]))
@@ -458,6 +476,12 @@ def translate(raw: Any) -> dict[str, Any]:
         raise Invalid(errors)
     engine_nodes, engine_edges = _engine_graph(translated.nodes, edges, entries, translated.failure_routes)
     return _definition(wf, engine_nodes, engine_edges, translated.info)
+
+
+def recursion_limit(translated: dict[str, Any]) -> int | None:
+    """The recursion_limit a translated definition's ModuleX config gives, as its model read it."""
+    limit: int | None = translated["metadata"][META_KEY].get("recursionLimit")
+    return limit
 
 
 def content_id(definition: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from interlude.domain.budgets import MAX_ANSWER_BYTES
 from interlude.domain.ids import to_wire
 from interlude.domain.models.run import WAITING_STATUSES, RunStatus
 from interlude.faces.modulex import nodes
@@ -220,3 +221,24 @@ def project(doc: dict[str, Any], view: RunView) -> dict[str, Any] | None:
 
 def heartbeat(at: str) -> dict[str, Any]:
     return {"type": "heartbeat", "timestamp": at}
+
+
+def interrupted(view: RunView, waiting_on: list[str], at: str) -> dict[str, Any]:
+    """The close of a response that reached the run waiting on interrupts (`waiting_on`: their nodes; `at`: when it
+    paused): ModuleX's `interrupted`, which the SDKs end a listen on, saying what to do next."""
+    names = " and ".join(f"“{view.node(n)['name']}”" for n in waiting_on)
+    message = f"The run is waiting for an answer at {names}: resume it to answer, then listen again to follow the run."
+    data = {**_ids(view), "node_ids": [view.node(n)["id"] for n in waiting_on], "message": message}
+    return {"type": "interrupted", "data": data, **_ids(view), "timestamp": at}
+
+
+def history_skipped(view: RunView, frames: int, after: int, at: str) -> dict[str, Any]:
+    """What a response that skips part of a long history says in its place: how many frames, and how to read them
+    (`after`: the sequence of the frame before them; `at`: the time of the last of them)."""
+    message = (
+        f"{frames} earlier frames of this run are left out: one response carries at most "
+        f"{MAX_ANSWER_BYTES // 2**20} MiB, so it sends the newest. To read them, listen with the header "
+        f"Last-Event-ID: {after}, then again after each response."
+    )
+    data = {**_ids(view), "skipped_frames": frames, "last_event_id": after, "message": message}
+    return {"type": "history_skipped", "data": data, **_ids(view), "timestamp": at}

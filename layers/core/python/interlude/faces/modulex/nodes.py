@@ -138,7 +138,7 @@ def check_conditional(cfg: ConditionalConfig) -> list[str]:
                 problems.append(f"expression_branches[{i}].condition: {exc}")
         elif branch.source is None:
             problems.append(f"expression_branches[{i}] needs `condition`, or `source` with an `operator`")
-        elif (branch.operator or "equals") not in OPERATORS:
+        elif (branch.operator if branch.operator is not None else "equals") not in OPERATORS:
             problems.append(f"expression_branches[{i}].operator {branch.operator!r} is not one of {sorted(OPERATORS)}")
     if cfg.expression is not None:
         try:
@@ -258,10 +258,17 @@ def check_transformer(cfg: TransformerConfig) -> list[str]:
             problems.append(f"operations[{i}] ({op.type}) needs `field`")
         if op.type == "template" and not isinstance(op.params.get("template"), str):
             problems.append(f"operations[{i}] (template) needs params.template (a string)")
-        if op.type in ("pick", "omit") and not isinstance(op.params.get("fields"), list):
-            problems.append(f"operations[{i}] ({op.type}) needs params.fields (a list)")
+        fields = op.params.get("fields")
+        if op.type in ("pick", "omit") and not (isinstance(fields, list) and all(isinstance(f, str) for f in fields)):
+            problems.append(f"operations[{i}] ({op.type}) needs params.fields (a list of strings)")
         if op.type == "rename" and not isinstance(op.params.get("to"), str):
             problems.append(f"operations[{i}] (rename) needs params.to (a string)")
+        separator = op.params.get("separator")
+        # Written into the text as it is (join), or cutting it (split, which cannot cut at nothing).
+        if op.type == "join" and separator is not None and not isinstance(separator, str):
+            problems.append(f"operations[{i}] (join): params.separator must be a string")
+        if op.type == "split" and separator is not None and not (isinstance(separator, str) and separator):
+            problems.append(f"operations[{i}] (split): params.separator must be a string of at least one character")
     return problems
 
 

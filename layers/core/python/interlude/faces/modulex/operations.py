@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from interlude.app.idempotency import KeyedWrite
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unprocessable
@@ -23,6 +23,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
+from interlude.faces.modulex.fields import JsonType, check_types, is_json, problem, refused, typing_problems
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of, view_of
 from interlude.rules import auth
 
@@ -69,6 +70,19 @@ class ModulexCancelRequest(BaseModel):
 
 
 RUN_FIELDS = frozenset(ModulexRunRequest.model_fields)
+# The JSON type the contract gives each field a body may hold (`workflow` is checked as a definition; `llm` and
+# `knowledge_config`, 0.1's, are untyped and unread).
+RUN_TYPES: dict[str, JsonType] = {
+    "workflow_id": "string",
+    "input": "object",
+    "config": "object",
+    "stream": "boolean",
+    "ephemeral": "boolean",
+    "is_private": "boolean",
+    "attribution_workflow_id": "string",
+}
+RESUME_TYPES: dict[str, JsonType] = {"workflow_id": "string", "stream": "boolean"}
+CANCEL_TYPES: dict[str, JsonType] = {"reason": "string"}
 
 
 # -- answers (closed: the OpenAPI document is generated from them) -------------------------------------
@@ -124,6 +138,12 @@ class ModulexState(Answer):
     pending_writes: int
 
 
+def flag(body: dict[str, Any], name: str, default: bool) -> bool:
+    """A boolean field of a body whose types were checked: as sent, or `default` when left out (or null)."""
+    value = body.get(name)
+    return default if value is None else value is True
+
+
 def not_found(what: str = "run") -> NotFound:
     return NotFound(f"{what} not found")
 
@@ -138,7 +158,8 @@ def is_admin(principal: auth.Principal) -> bool:
 
 def run_body(body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(input, config) of a run request whose shape is right: a JSON object of known fields, no system workflow,
-    exactly one of workflow_id and workflow."""
+    exactly one of workflow_id and workflow, each field of its JSON type (422 naming every one that is not) and a
+    config.recursion_limit, if any, a positive integer."""
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object")
     unknown = sorted(set(body) - RUN_FIELDS)
@@ -148,30 +169,40 @@ def run_body(body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         raise Invalid("system workflows are not served by this host")
     if (body.get("workflow_id") is not None) == (body.get("workflow") is not None):
         raise Invalid("give exactly one of workflow_id and workflow")
+    problems = typing_problems(body, RUN_TYPES)
+    config = body.get("config")
+    if isinstance(config, dict):
+        problems += recursion_problems(config)
+    if problems:
+        raise refused(problems)
     inputs = body.get("input")
-    if inputs is None:
-        inputs = {}
-    if not isinstance(inputs, dict):
-        raise Invalid("input must be a JSON object")
-    config = body.get("config") or {}
-    if not isinstance(config, dict):
-        raise Invalid("config must be a JSON object")
-    return inputs, config
+    return ({} if inputs is None else inputs), ({} if config is None else config)
 
 
-def run_configurable(body: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """The create request's `configurable` for a recursion_limit (the request's config, else an inline workflow's
-    own), or nothing when none is given as a positive integer."""
+def recursion_problems(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run config's recursion_limit (LangGraph's: how many steps the run may take) is a positive integer; another
+    value is named, never read as no limit at all. A larger one than the engine allows is taken as its ceiling."""
+    limit = config.get("recursion_limit")
+    if limit is None or (is_json(limit, "integer") and limit >= 1):
+        return []
+    msg = "config.recursion_limit must be a positive JSON integer"
+    return [problem(["config", "recursion_limit"], msg, "int_type")]
+
+
+def run_configurable(config: dict[str, Any], inline_limit: int | None = None) -> dict[str, Any]:
+    """The create request's `configurable` for a recursion_limit (the request's config, else the inline workflow's
+    own, as its translation read it), or nothing when neither gives one."""
     recursion = config.get("recursion_limit")
-    if recursion is None and body.get("workflow") is not None:
-        recursion = (body["workflow"].get("config") or {}).get("recursion_limit")
-    if isinstance(recursion, int) and not isinstance(recursion, bool) and recursion > 0:
-        return {"configurable": {"version": 1, "run": {"recursionLimit": recursion}}}
-    return {}
+    if recursion is None:
+        recursion = inline_limit
+    if recursion is None:
+        return {}
+    return {"configurable": {"version": 1, "run": {"recursionLimit": int(recursion)}}}
 
 
 def resume_body(body: Any) -> str:
-    """The run_id of a resume request whose shape is right (a run_id that is no string names no run: 404)."""
+    """The run_id of a resume request whose shape is right, each field of its JSON type (a run_id that is no string
+    names no run: 404)."""
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object with run_id and resume_value")
     missing = [f for f in ("run_id", "resume_value") if body.get(f) is None]
@@ -179,6 +210,7 @@ def resume_body(body: Any) -> str:
         raise Invalid(f"missing required field(s): {', '.join(missing)}")
     if body.get("workflow_id") is not None and body.get("workflow") is not None:
         raise Invalid("workflow_id and workflow are mutually exclusive")
+    check_types(body, RESUME_TYPES)
     if not isinstance(body["run_id"], str):
         raise not_found()
     return body["run_id"]
@@ -257,8 +289,9 @@ class ModulexFace:
 
     # -- run ----------------------------------------------------------------------------------------
 
-    def register_inline(self, principal: auth.Principal, raw: Any) -> str:
-        """Store an inline ModuleX definition under its content id (once) and return that id."""
+    def register_inline(self, principal: auth.Principal, raw: Any) -> tuple[str, int | None]:
+        """Store an inline ModuleX definition under its content id (once); that id, and the definition's own
+        recursion_limit."""
         try:
             translated = mx.translate(raw)
         except mx.Invalid as exc:
@@ -272,12 +305,10 @@ class ModulexFace:
         if self.records.latest_workflow(principal.tenant, workflow_id) is None:
             # Content-addressed: a concurrent writer stored the very same definition, so losing the race is fine.
             self.versions.store_workflow_version(principal, workflow_id, 1, definition)
-        return workflow_id
+        return workflow_id, mx.recursion_limit(translated)
 
-    def deployed_id(self, principal: auth.Principal, workflow_id: Any) -> str:
+    def deployed_id(self, principal: auth.Principal, workflow_id: str) -> str:
         """A workflow_id to run from the database: any stored workflow of the tenant but a deleted ModuleX one."""
-        if not isinstance(workflow_id, str):
-            raise Invalid("workflow_id must be a string")
         if not AUTHOR_ID_RE.fullmatch(workflow_id):
             return workflow_id  # refused, naming the field, when the run request is parsed
         deployed = self.records.get_modulex_workflow(principal.tenant, workflow_id)
@@ -298,10 +329,12 @@ class ModulexFace:
         has_inline = body.get("workflow") is not None
         source: WorkflowSource
         if has_inline:
-            workflow_id, source = self.register_inline(principal, body["workflow"]), "request"
+            workflow_id, inline_limit = self.register_inline(principal, body["workflow"])
+            source = "request"
         else:
-            workflow_id, source = self.deployed_id(principal, body["workflow_id"]), "database"
-        request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs, **run_configurable(body, config)}
+            workflow_id, inline_limit, source = self.deployed_id(principal, body["workflow_id"]), None, "database"
+        configurable = run_configurable(config, inline_limit)
+        request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs, **configurable}
 
         def started(state: RunState) -> ModulexRunStarted:
             return self.run_started(state, body, source, began)
@@ -326,8 +359,8 @@ class ModulexFace:
             run_id=to_wire(state.runId),
             thread_id=to_wire(state.runId),
             chat_id=None,
-            ephemeral=bool(body.get("ephemeral", False)),
-            stream=bool(body.get("stream", True)),
+            ephemeral=flag(body, "ephemeral", False),
+            stream=flag(body, "stream", True),
             workflow_name=view.workflow_name,
             workflow_version=view.workflow_version,
             workflow_source=source,
@@ -358,7 +391,7 @@ class ModulexFace:
             status="resumed",
             run_id=wire,
             thread_id=wire,
-            stream=bool(body.get("stream", True)),
+            stream=flag(body, "stream", True),
             workflow_source=source,
             message=f"Run resumed at {self.view(state).node(node_id)['id']}; listen at /workflows/listen/{wire}",
         )
@@ -376,10 +409,8 @@ class ModulexFace:
     ) -> ModulexCancelled:
         if body is not None and not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
-        try:
-            reason = ModulexCancelRequest.model_validate(body or {}).reason
-        except ValidationError:
-            raise Invalid("reason must be a string") from None  # its only field
+        check_types(body or {}, CANCEL_TYPES)
+        reason = (body or {}).get("reason")
         state, _ = self.load(principal, wire)
         if state.terminal:
             raise Conflict(f"the run is already {state.status}", code="interlude.run_state_invalid")

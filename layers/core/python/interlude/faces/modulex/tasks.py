@@ -18,11 +18,22 @@ from pydantic import Field
 from interlude.domain.budgets import Meter
 from interlude.engine.nodetypes import ActionSpec, NodeType
 from interlude.engine.tasks import RetryConfig, TaskLimits, TaskSpec, action_of
+from interlude.faces.modulex.fields import JsonType
 from interlude.faces.modulex.references import MODULEX, modulex_id, render
 
 TASK_NODE_TYPES = ("llm", "tool", "agent", "function", "knowledge", "guardrails")
 LIMIT_FIELDS = ("queue", "timeoutSeconds", "heartbeatTimeoutSeconds")
 RETRY_FIELDS = frozenset(RetryConfig.model_fields)
+# The JSON type of Interlude's numbers in a task node's config and of its retry_config's, checked before the engine's
+# models read them (they would read "30" as 30 seconds and true as one attempt).
+LIMIT_TYPES: dict[str, JsonType] = {"timeoutSeconds": "integer", "heartbeatTimeoutSeconds": "integer"}
+RETRY_TYPES: dict[str, JsonType] = {
+    "max_attempts": "integer",
+    "max_retries": "integer",
+    "initial_interval": "number",
+    "backoff_factor": "number",
+    "max_interval": "number",
+}
 
 
 class ModulexTaskConfig(TaskLimits):
@@ -41,7 +52,10 @@ def task_config(raw: dict[str, Any], retry_config: dict[str, Any] | None) -> dic
 
 
 def agent_problems(cfg: ModulexTaskConfig) -> list[str]:
-    return [] if cfg.config.get("system_prompt") else ["an agent node needs a system_prompt in its agent_config"]
+    prompt = cfg.config.get("system_prompt")
+    if prompt is None or prompt == "":
+        return ["an agent node needs a system_prompt in its agent_config"]
+    return [] if isinstance(prompt, str) else ["an agent node's system_prompt must be a string"]
 
 
 def _task(node_type: str, node_id: str, cfg: ModulexTaskConfig, scope: Mapping[str, Any]) -> ActionSpec:

@@ -27,6 +27,7 @@ from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
+from interlude.faces.modulex.fields import JsonType, mistyped, refused, typing_problems
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of
 from interlude.rules import auth
 from interlude.rules.run_search import RunFilters
@@ -37,8 +38,21 @@ if TYPE_CHECKING:
     from interlude.domain.clock import Clock
     from interlude.faces.modulex.ports import ListingBookmarks, ModulexRecords
 
-# The fields of a ModuleX workflow a create or update may set (modulex-python's `workflows.update` allow-list).
-WRITABLE = ("name", "description", "version", "tags", "category", "status", "visibility", "workflow_schema", "input", "config")
+# The fields of a ModuleX workflow a create or update may set (modulex-python's `workflows.update` allow-list), each
+# with its JSON type (`tags`: of strings).
+WRITABLE_TYPES: dict[str, JsonType] = {
+    "name": "string",
+    "description": "string",
+    "version": "string",
+    "tags": "array",
+    "category": "string",
+    "status": "string",
+    "visibility": "string",
+    "workflow_schema": "object",
+    "input": "object",
+    "config": "object",
+}
+WRITABLE = tuple(WRITABLE_TYPES)
 STRING_FIELDS = ("name", "description", "version", "category", "status", "visibility")
 MAX_NAME = 256
 VISIBILITIES = ("private", "organization", "public", "system")
@@ -247,17 +261,23 @@ def not_found() -> NotFound:
 
 def _checked(body: Any, creating: bool) -> dict[str, Any]:
     """The writable fields of a create or update body, each check refusing in this order (the first that fails
-    answers)."""
+    answers): the body's shape (400), its fields' JSON types (422, naming every field of another type), this host's
+    limits (400)."""
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object")
     fields = {k: v for k, v in body.items() if k in WRITABLE and v is not None}
     _no_unknown_fields(body)
-    if creating and not isinstance(fields.get("workflow_schema"), dict):
+    if creating and "workflow_schema" not in fields:
         raise Invalid("workflow_schema is required (a ModuleX workflow definition)")
+    problems = typing_problems(fields, WRITABLE_TYPES)
+    tags = fields.get("tags")
+    if isinstance(tags, list):
+        problems += [mistyped(["tags", i], "string", tag) for i, tag in enumerate(tags) if not isinstance(tag, str)]
+    if problems:
+        raise refused(problems)
     _short_strings(fields)
     _known_visibility(fields)
-    _string_tags(fields)
-    _objects(fields)
+    _few_tags(fields)
     return fields
 
 
@@ -269,7 +289,7 @@ def _no_unknown_fields(body: dict[str, Any]) -> None:
 
 def _short_strings(fields: dict[str, Any]) -> None:
     for name in STRING_FIELDS:
-        if name in fields and (not isinstance(fields[name], str) or len(fields[name]) > MAX_NAME):
+        if name in fields and len(fields[name]) > MAX_NAME:
             raise Invalid(f"{name} must be a string of at most {MAX_NAME} characters")
 
 
@@ -278,18 +298,9 @@ def _known_visibility(fields: dict[str, Any]) -> None:
         raise Invalid(f"visibility must be one of {list(VISIBILITIES)}")
 
 
-def _string_tags(fields: dict[str, Any]) -> None:
-    if "tags" not in fields:
-        return
-    tags = fields["tags"]
-    if not isinstance(tags, list) or len(tags) > 50 or not all(isinstance(t, str) for t in tags):
+def _few_tags(fields: dict[str, Any]) -> None:
+    if len(fields.get("tags", ())) > 50:
         raise Invalid("tags must be a list of at most 50 strings")
-
-
-def _objects(fields: dict[str, Any]) -> None:
-    for name in ("input", "config", "workflow_schema"):
-        if name in fields and not isinstance(fields[name], dict):
-            raise Invalid(f"{name} must be a JSON object")
 
 
 def translated(schema: dict[str, Any]) -> WorkflowDefinition:
