@@ -14,6 +14,7 @@ from interlude.api.page import approval, csrf
 from interlude.api.page.approval import View
 from interlude.api.page.forms import FormError, resume_from_form
 from interlude.api.page.graph import GraphNode, layer_of, positions, render_svg
+from interlude.api.page.headers import content_security_policy, page_headers, with_page_headers
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 from interlude.rules.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
@@ -83,7 +84,7 @@ def test_an_inspect_view_has_no_form_and_every_form_carries_the_proof():
 
 
 def test_security_headers_are_strict():
-    headers = approval.security_headers("abc")
+    headers = with_page_headers({"Content-Security-Policy": content_security_policy("abc"), "Location": "/console"})
     csp = headers["Content-Security-Policy"]
     for directive in ("default-src 'none'", "style-src 'nonce-abc'", "form-action 'self'", "frame-ancestors 'none'"):
         assert directive in csp
@@ -91,6 +92,11 @@ def test_security_headers_are_strict():
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["Referrer-Policy"] == "no-referrer"
     assert headers["Cache-Control"] == "no-store"
+    assert headers["Location"] == "/console"
+    # An answer without a page's style (a redirect, a refusal's JSON) loads none; one setting its own cache rule keeps
+    # none of it.
+    assert "style-src" not in page_headers()["Content-Security-Policy"]
+    assert with_page_headers({"cache-control": "public"}) == page_headers()
     document = approval.document("t", "", "abc")
     assert '<style nonce="abc">' in document
     assert 'name="viewport"' in document

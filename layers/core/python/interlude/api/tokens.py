@@ -40,6 +40,7 @@ from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf, forms, posted
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
+from interlude.api.page.headers import CSP, content_security_policy
 from interlude.api.page.names import names_of
 from interlude.api.page.text import spelled
 from interlude.api.routes import route
@@ -169,7 +170,7 @@ def html_response(
         status_code=status,
         content_type="text/html; charset=utf-8",
         body=approval.document(title, body_html, style_nonce),
-        headers={"OpenWOP-Version": OPENWOP_VERSION, **approval.security_headers(style_nonce)},
+        headers={"OpenWOP-Version": OPENWOP_VERSION, CSP: content_security_policy(style_nonce)},
         # Payload 2.0 carries Set-Cookie values in their own list (the local gateway writes them as headers).
         cookies=cookies,
     )
