@@ -23,46 +23,12 @@ from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.lambda_runtime import fresh_instances
 from tests.integration.conftest import new_api_key, signed_in
+from tests.support.console import Browser
 from tests.support.local_stack import wire
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?", "actions": ["accept", "reject"]}}
-PROOF = re.compile(r'name="csrf" value="([^"]+)"')
-# What a browser sends when it opens an address, and what an API client asking for JSON sends.
-BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-JSON = "application/json"
 PROTOCOL_WORDS = ("internal_error", "correlationId", "unauthenticated", "method_not_allowed", '{"error"')
 PAGE_ROUTES = [r for r in wiring.ROUTES if wiring.page_module(r.path) is not None]
-
-
-class Browser:
-    """A person's browser on the gateway: it opens addresses and posts forms, and keeps the cookies it is given. The
-    handler marks them Secure (the deployment's links are https); this loopback is plain HTTP, so they are sent anyway."""
-
-    def __init__(self, base_url: str, accept: str = BROWSER) -> None:
-        self.base_url = base_url
-        self.session = requests.Session()
-        self.session.headers["Accept"] = accept
-
-    def send(self, method: str, path: str, form: dict[str, Any] | None = None, **kw: Any) -> requests.Response:
-        for cookie in self.session.cookies:
-            cookie.secure = False
-        return self.session.request(method, self.base_url + path, data=form, allow_redirects=False, timeout=30, **kw)
-
-    def proof(self, path: str) -> str:
-        found = PROOF.search(self.send("GET", path, headers={"Accept": BROWSER}).text)
-        assert found, path
-        return found.group(1)
-
-    def signed_in(self, key: str) -> Browser:
-        got = self.send("POST", "/console/sign-in", {"csrf": self.proof("/console/sign-in"), "api_key": key})
-        assert got.status_code == 200, got.text[:300]
-        return self
-
-    def as_api_client(self) -> Browser:
-        """This browser's cookies, asking for JSON."""
-        client = Browser(self.base_url, JSON)
-        client.session.cookies = self.session.cookies
-        return client
 
 
 def words_of(page: str) -> str:

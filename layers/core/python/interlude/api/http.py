@@ -20,6 +20,7 @@ import interlude.app.limits  # noqa: F401
 from interlude import sdk_clients, wiring
 from interlude.api import strict_json
 from interlude.api.errors import reply
+from interlude.api.page.cookies import parse_cookies
 from interlude.app.caught import caught
 from interlude.composition import services
 from interlude.config import settings
@@ -384,6 +385,21 @@ def sse_response(parts: list[str], headers: dict[str, str] | None = None) -> Res
         body="".join(parts),
         headers={**(headers or {}), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def request_cookies() -> dict[str, str]:
+    """The request's cookies by name (API Gateway hands them over as a list; a bare invocation, in its header)."""
+    event = app.current_event
+    values = list(event.cookies or [])
+    if not values and event.headers.get("cookie"):
+        values = [event.headers.get("cookie") or ""]
+    return parse_cookies(values)
+
+
+def over_https() -> bool:
+    """Whether the deployment is served over https (base_url): the pages' cookies are Secure and prefixed then
+    (interlude.api.page.cookies); the local stack serves plain http on loopback."""
+    return base_url().startswith("https://")
 
 
 def base_url() -> str:

@@ -20,7 +20,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
-from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+from aws_lambda_powertools.shared.cookies import Cookie
 
 from interlude import wiring
 from interlude.adapters.keyring_store import load_key_ring
@@ -36,14 +36,17 @@ from interlude.api.http import (
     app,
     authorize,
     base_url,
+    over_https,
     query_int,
     raw_body,
     refused_as_asked,
+    request_cookies,
     scope_of,
     standing,
 )
 from interlude.api.idempotency import idempotent, key_namespace, namespace_of
 from interlude.api.page import approval, csrf, forms
+from interlude.api.page.cookies import PageCookie
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.headers import CSP, content_security_policy
@@ -121,20 +124,18 @@ def ring_with(kid: str | None) -> KeyRing:
     return ring(force=True)
 
 
-def request_cookies() -> dict[str, str]:
-    event = app.current_event
-    values = list(event.cookies or [])
-    if not values and event.headers.get("cookie"):
-        values = [event.headers.get("cookie") or ""]
-    return csrf.parse_cookies(values)
-
-
 def now_s() -> int:
     return int(services().clock().timestamp())
 
 
+def session_cookie() -> str | None:
+    """The session the browser holds, as this release set it. One an earlier release set unprefixed over https is not
+    read (docs/adr/0189): its holder signs in again, and the sign-in page ends it."""
+    return sessions.SESSION.held(request_cookies(), over_https())
+
+
 def signed_in() -> Signed:
-    cookie = request_cookies().get(sessions.SESSION_COOKIE)
+    cookie = session_cookie()
     kid = sessions.kid_of(cookie)
     keys = ring_with(kid).keys
     found = sessions.unseal(cookie, keys, now_s())
@@ -162,20 +163,18 @@ def holder_name(tenant: str, subject_id: str) -> str | None:
     return entry.displayName if entry is not None and entry.displayName else None
 
 
-def cookie(name: str, value: str, max_age: int) -> Cookie:
-    return Cookie(
-        name=name,
-        value=value,
-        path=sessions.COOKIE_PATH,
-        secure=base_url().startswith("https://"),
-        http_only=True,
-        max_age=max_age,
-        same_site=SameSite.STRICT_MODE,
-    )
+def cookie(spec: PageCookie, value: str, max_age_s: int) -> Cookie:
+    return spec.made(value, max_age_s, over_https())
 
 
 def ended_cookie() -> Cookie:
-    return cookie(sessions.SESSION_COOKIE, "", 0)
+    return cookie(sessions.SESSION, "", 0)
+
+
+def earlier_cookies_ended() -> list[Cookie]:
+    """The console's cookies an earlier release set unprefixed over https that the browser still sends, ended."""
+    sent, https = request_cookies(), over_https()
+    return [spec.earlier_ended() for spec in (sessions.SESSION, sessions.SIGN_IN) if spec.earlier(sent, https) is not None]
 
 
 # -- answers ----------------------------------------------------------------------------------------
@@ -228,9 +227,10 @@ def as_asked(page: Callable[Concatenate[E, P], Response]) -> Callable[Concatenat
 
 def sign_in_page(status: int, notice: Notice | None, extra_cookies: list[Cookie] | None = None) -> Response:
     held = ring()
-    pre = sessions.pre_session(request_cookies().get(sessions.SIGN_IN_COOKIE))
+    pre = sessions.pre_session(sessions.SIGN_IN.held_or_earlier(request_cookies(), over_https()))
     proof = sessions.sign_in_proof(held.current_kid, held.keys[held.current_kid], pre)
-    cookies = [*(extra_cookies or []), cookie(sessions.SIGN_IN_COOKIE, pre, sessions.SIGN_IN_COOKIE_MAX_AGE_S)]
+    cookies = [*(extra_cookies or []), cookie(sessions.SIGN_IN, pre, sessions.SIGN_IN_COOKIE_MAX_AGE_S)]
+    cookies += earlier_cookies_ended()
     return html(status, "Sign in", pages.sign_in(proof, notice), None, cookies=cookies)
 
 
@@ -385,8 +385,7 @@ def proven_and_keyed(spec: wiring.Route, act: Callable[..., Response], signed: S
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, one(form, "csrf")):
         return cross_site_page(Forbidden(CROSS_SITE), signed.frame, current)
     acting = functools.partial(answered_as_page, act, signed, form, current)
-    session = request_cookies().get(sessions.SESSION_COOKIE)
-    return idempotent(spec, acting, namespace_of(spec, signed.principal), session)(**params)
+    return idempotent(spec, acting, namespace_of(spec, signed.principal), session_cookie())(**params)
 
 
 def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[str, list[str]], current: str, **params: str) -> Response:
@@ -422,7 +421,7 @@ def same_site() -> bool:
 
 @route("consoleHome")
 def console_home() -> Response:
-    if request_cookies().get(sessions.SESSION_COOKIE):
+    if session_cookie():
         return see_other("/console/inbox")
     return sign_in_page(200, None)
 
@@ -455,7 +454,7 @@ def console_sign_in() -> Response:
         proof, pasted = one(form, "csrf"), (one(form, "api_key") or "").strip()
     except DomainError as exc:
         return not_signed_in(exc)
-    pre = request_cookies().get(sessions.SIGN_IN_COOKIE)
+    pre = sessions.SIGN_IN.held_or_earlier(request_cookies(), over_https())
     if not same_site() or not sessions.sign_in_proof_ok(ring_with(None).keys, pre, proof):
         notice = Notice("bad", "Not sent from this console", "Reload this page and sign in again.")
         return sign_in_refused(Forbidden(CROSS_SITE), notice)
@@ -492,7 +491,11 @@ def session_opened(principal: Principal) -> Response:
         "Signed in",
         pages.message(notice, ("/console/inbox", "Continue to the inbox")),
         None,
-        cookies=[cookie(sessions.SESSION_COOKIE, value, sessions.SESSION_TTL_S), cookie(sessions.SIGN_IN_COOKIE, "", 0)],
+        cookies=[
+            cookie(sessions.SESSION, value, sessions.SESSION_TTL_S),
+            cookie(sessions.SIGN_IN, "", 0),
+            *earlier_cookies_ended(),
+        ],
         go_to="/console/inbox",
     )
 
