@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from interlude import wiring
-from interlude.api.console.session import SIGN_IN_COOKIE
+from interlude.api.console.session import SIGN_IN
 from interlude.api.errors import status_for_code
 from interlude.domain import schemas
 from interlude.local.stack import TABLE_NAME
@@ -370,7 +370,8 @@ def sign_in_as(api: Api, key: str) -> Callable[..., requests.Response]:
     same bytes each time it is sent (a retry sends them again), with the headers given."""
     console = Console(api)
     form = {"csrf": console.proof("/console/sign-in"), "api_key": key}
-    cookie = f"{SIGN_IN_COOKIE}={console.session.cookies[SIGN_IN_COOKIE]}"
+    name = SIGN_IN.name(https=False)  # the local stack's: over plain http
+    cookie = f"{name}={console.session.cookies[name]}"
 
     def send(**headers: str) -> requests.Response:
         return requests.post(

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import uuid
+from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -307,3 +308,121 @@ def test_an_escalation_on_timeout_notifies_and_the_gate_is_rejected(stack) -> No
     resolved = next(e for e in api.events(run_id) if e["type"] == "interrupt.resolved")
     assert (resolved["payload"]["decision"], resolved["payload"]["reason"]) == ("rejected", "timeout")
     assert ("boss", "escalation", "sent") in {(n["principalId"], n["purpose"], n["outcome"]) for n in notifications(api, run_id)}
+
+
+# -- text someone else wrote -----------------------------------------------------------------------------------------
+
+# Line breaks that would start a header (and a blank line that would end them), markup, an entity already escaped,
+# quotes and text beyond ASCII: in every value a mail shows that its recipient did not write.
+HOSTILE = 'Zoë <b>bold</b> & "q" \'s &amp; 日本\r\nBcc: evil@example.net\r\n\r\n<a href="https://evil.example">x</a>'
+# The headers a mail has, and the tags its HTML part is made of (adapters/notify/templates/mail.html): none else.
+MAIL_HEADERS = {"Subject", "From", "To", "MIME-Version", "Content-Type"}
+MAIL_TAGS = {"html", "head", "meta", "title", "body", "table", "tr", "td", "th", "p", "a"}
+
+
+class Read(HTMLParser):
+    """An HTML part as a mail program renders it: its elements and attributes, and the text a person reads."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.text: list[str] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    def words(self) -> str:
+        return " ".join(" ".join(self.text).split())
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def reads_as_written(mail: dict[str, Any], to: str, subject: str, *written: str) -> None:
+    """The mail went to `to` alone, with its own headers alone; its subject is `subject`; every value in `written`
+    reads as written in both parts (line breaks kept in the plain text, the HTML part's text as a mail program shows
+    it); its HTML holds only the template's markup, and links only to the decision page."""
+    assert {name for name, _ in mail["headers"]} == MAIL_HEADERS, mail["headers"]
+    assert mail["to"] == [to]
+    assert mail["subject"] == subject
+    page = Read(mail["html"])
+    for tag, attrs in page.tags:
+        assert tag in MAIL_TAGS, tag
+        for name, value in attrs:
+            assert not name.startswith("on"), (tag, name)
+            assert "evil" not in (value or ""), (tag, name, value)
+    assert [dict(attrs)["href"] for tag, attrs in page.tags if tag == "a"] == LINK.findall(mail["text"])
+    for value in written:
+        assert value.replace("\r\n", "\n") in mail["text"], (value, mail["text"])
+        assert one_line(value) in page.words(), (value, page.words())
+    # No entity escaped twice or shown as text, no template, no Python or JSON spelling of a value.
+    for shown in (mail["text"], page.words()):
+        for never in ("&amp;amp;", "&lt;", "{{", "{'", '{"'):
+            assert never not in shown, (never, shown)
+
+
+def test_what_others_wrote_reads_as_written_in_every_mail_and_adds_no_header_recipient_or_markup(stack) -> None:
+    api = tenant_api(stack, "hostile")
+    tag = uuid.uuid4().hex[:6]
+    # A domain in another script is mailed as its ASCII form (IDNA), which SES takes; the directory keeps it as written.
+    ann, boss = f"ann-{tag}@exämple.com", f"boss-{tag}@example.com"
+    put_principal(api, "ann", displayName=f"Ann {HOSTILE}", email=ann)
+    put_principal(api, "boss", displayName=f"Boss {HOSTILE}", email=boss)
+    starter = f"starter-{tag}"
+    put_principal(api, starter, displayName=f"Starter {HOSTILE}")
+    workflow = f"hostile-{tag}"
+    nodes = [
+        {
+            "id": "review",
+            "typeId": "core.approvalGate",
+            "name": f"Step {HOSTILE}",
+            "config": {
+                "title": "Ship {{inputs.what}}?",
+                "description": f"Why: {HOSTILE}",
+                "approversList": ["ann"],
+                "remindersMs": [600_000],
+                "timeoutMs": 1_200_000,
+                "onTimeout": "escalate",
+                "escalationPrincipals": ["boss"],
+            },
+        }
+    ]
+    assert api.put_workflow(workflow, {"name": f"Flow {HOSTILE[:100]}", "nodes": nodes}).status_code == 201
+    key = api.new_key(["runs:create", "runs:read"], subject=starter)
+    started = api.call("POST", "/runs", {"workflowId": workflow, "inputs": {"what": HOSTILE}}, key=key)
+    assert started.status_code == 201, started.text
+    run_id = started.json()["runId"]
+    idn = f"ann-{tag}@xn--exmple-cua.com"
+    title = f"Ship {HOSTILE}?"
+    said = (
+        f"Hello Ann {HOSTILE},",
+        f"Why: {HOSTILE}",
+        f"Flow {HOSTILE[:100]}",
+        f"Starter {HOSTILE}",
+        title,
+    )
+
+    (asked,) = mail_to(stack, idn)
+    reads_as_written(asked, idn, f"Your decision is needed: {one_line(title)}", *said)
+    advance_clock(stack, 601)
+    reminder = next(m for m in mail_to(stack, idn, count=2) if m["id"] != asked["id"])
+    reads_as_written(reminder, idn, f"Reminder: your decision is needed: {one_line(title)}", *said)
+    advance_clock(stack, 600)
+    (escalated,) = mail_to(stack, boss)
+    escalation = f"Escalated: '{one_line(title)}' timed out and was rejected"
+    reads_as_written(escalated, boss, escalation, f"Hello Boss {HOSTILE},", title)
+    assert api.wait_status(run_id, {"failed"}, timeout_s=WAIT_S)["status"] == "failed"
+
+
+def test_an_address_that_is_not_one_sendable_address_is_refused_by_the_directory(stack) -> None:
+    api = tenant_api(stack, "address")
+    for email in ("a,b@example.com", "a<b>@example.com", "zoë@example.com", "a(comment)@example.com"):
+        got = api.call("PUT", "/principals/someone", {"email": email})
+        assert got.status_code == 400, (email, got.text)
+        assert got.json()["error"] == "validation_error"
+        assert got.json()["details"]["field"] == "email"

@@ -4,10 +4,14 @@ nothing left to ask, and never a link or an address in the log."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from email import message_from_string
+from email.policy import default
 from types import SimpleNamespace
 
 import boto3
@@ -27,6 +31,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.rules.auth import run_resolver
 from interlude.rules.tokens.scheme import KeyRing
+from interlude.store.directory import DirectoryStore
 from interlude.store.facade import Store
 from interlude.store.interactions import settings_key
 from tests.integration.conftest import signed_in
@@ -409,3 +414,70 @@ def test_a_raised_gate_reads_the_tenants_settings_once_for_whom_it_asks_and_its_
         monkeypatch.setattr(app_limits, "time", SimpleNamespace(monotonic=lambda: later))
         outbox.on_events(run_id, services.store.read_events(run_id))
         assert len(read) == 2
+
+
+# -- what a mail says of what others wrote (tests/e2e/test_notifications.py sends it hostile text through the stack) ---
+
+
+def parts_of(mail) -> tuple[str, str]:
+    """The plain text, and the HTML part's text as a mail program shows it."""
+    message = message_from_string(mail.raw_data, policy=default)
+    text = next(p.get_content() for p in message.walk() if p.get_content_type() == "text/plain")
+    page = next(p.get_content() for p in message.walk() if p.get_content_type() == "text/html")
+    return text, html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_a_requests_details_read_as_lines_never_as_a_value_spelled_in_python_or_json(aws, tenant):
+    services = Services(Store(TABLE, ENTRIES_TABLE))
+    admin = signed_in(services, "admin")
+    payload = {"title": "Check the refund", "description": {"order": 7, "note": "<i>x</i> &amp;", "gift": True}}
+    config = {"kind": "custom", "data": {"customKind": "refund.check", "payload": payload}, "audience": {"subjects": ["ann"]}}
+    nodes = [{"id": "check", "typeId": "core.interrupt", "config": {**config, "resumeSchema": {"type": "object"}}}]
+    services.workflows.put_workflow(admin, "refund", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "refund"}))
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    message = queue_message(tenant, state.runId, "check", state.interrupts["check"].interruptId, "ann", RAISED)
+
+    assert worker_for(services, aws).handle(delivered(aws, message)) == "sent"
+
+    (mail,) = sent_mail()
+    text, page = parts_of(mail)
+    assert "order: 7\nnote: <i>x</i> &amp;\ngift: yes" in text
+    assert "note: <i>x</i> &amp;" in page
+    for shown in (text, page):
+        assert "{'" not in shown
+        assert '{"' not in shown
+
+
+def test_a_reminder_names_whose_votes_it_asks_for_as_the_directory_names_them(aws, monkeypatch, tenant):
+    from interlude.domain.models.principal_requests import DelegateVoteRequest
+    from interlude.domain.models.tenants import TenantSettings
+
+    services = Services(Store(TABLE, ENTRIES_TABLE))
+    services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
+    run_id, node, interrupt = open_gate(services)
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com", displayName="Ann Lee"), "admin")
+    services.directory.put_principal(tenant, "ben", PrincipalEntry(email="ben@example.com"), "admin")
+    services.delegation.delegate_vote(signed_in(services, "ann"), run_id, node, DelegateVoteRequest(delegate="ben"))
+    message = queue_message(tenant, run_id, node, interrupt, "ben", "reminder-1", onBehalfOf=["ann"])
+
+    assert worker_for(services, aws).handle(delivered(aws, message)) == "sent"
+
+    (mail,) = sent_mail()
+    text, _ = parts_of(mail)
+    assert "You may decide it on behalf of Ann Lee, as their delegate." in text
+
+
+def test_an_address_stored_before_the_directory_refused_it_is_never_mailed_nor_retried(aws, tenant):
+    """The directory refuses an address a mail reader would read as several (docs/api.md, "People are asked"); one an
+    earlier release stored is failed for good, nothing sent, the log saying why."""
+    services = Services(Store(TABLE, ENTRIES_TABLE))
+    run_id, node, interrupt = open_gate(services)
+    DirectoryStore(services.store).put(tenant, "ann", {"email": "ann,eve@example.com"}, "2026-12-01T00:00:00Z", "admin", 10)
+
+    worker = worker_for(services, aws)
+    assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ann", RAISED))) == "skipped"
+
+    assert sent_mail() == []
+    email = worker.notifications.of_run(run_id)[0]["record"]["channels"]["email"]
+    assert (email["outcome"], email["errorClass"]) == ("failed", "address_invalid")

@@ -490,6 +490,27 @@ def test_a_gate_withdrawn_with_its_run_says_so_in_slack_and_webhook_messages_are
     assert closed_notices(services, world, slack, run_id) == {}
 
 
+def test_a_closed_gates_message_keeps_the_title_it_asked_with_never_its_template(services, world, slack):
+    """The gate's title rendered from the run's inputs when it asked, as written (Slack's plain text header), where
+    the definition holds only its template."""
+    tenant = world.tenant
+    what = 'Zoë <b>7</b> & "q" <!channel>\r\nline two'
+    person(services, tenant, "ana", displayName="Ana", slackUserId="U0ANA")
+    admin = signed_in(services, "ops-bot", tenant)
+    gate = {**GATE, "config": {**GATE["config"], "title": "Ship {{inputs.what}}?"}}
+    services.workflows.put_workflow(admin, "templated", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "templated", "inputs": {"what": what}}))
+    slack_answers(slack, "D0ANA", "1796126400.000400")
+    asked_with = posted_message(services, world, slack, state.runId, state.interrupts["review"].interruptId, "ana")
+    services.lifecycle.cancel_run(admin, state.runId, CancelRunRequest())
+
+    (update,) = closed_notices(services, world, slack, state.runId).values()
+
+    assert asked_with["blocks"][0]["text"]["text"] == f"Your decision is needed: Ship {what}?"
+    assert update["blocks"][0]["text"] == {"type": "plain_text", "text": f"Ship {what}?"}
+    assert "{{" not in json.dumps(update)
+
+
 # -- refusals change nothing -------------------------------------------------------------------------------------
 
 

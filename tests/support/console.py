@@ -1,4 +1,5 @@
-"""A browser-less console user: a requests.Session that signs in with an API key and posts the pages' forms."""
+"""Browser-less console users: requests.Sessions that sign in with an API key and post the pages' forms (`Console` on the
+local stack, `Browser` on any base URL, the integration suite's gateway too)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import requests
 
-from interlude.api.console.session import SESSION_COOKIE
+from interlude.api.console.session import SESSION
 from tests.support.local_stack import Api
 
 PROOF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -19,6 +20,46 @@ REFUSED_AT_THE_CALL = {
     "nodes": [{"id": "call", "typeId": "core.http", "config": {"url": "{{inputs.target}}", "maxAttempts": 1}}],
     "edges": [],
 }
+
+
+# What a browser sends when it opens an address, and what an API client asking for JSON sends.
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+JSON = "application/json"
+
+
+class Browser:
+    """A person's browser: it opens addresses and posts forms (never following a redirect), and keeps the cookies it
+    is given. The handler marks them Secure where the deployment's base URL is https; served on plain HTTP on loopback
+    here, they are sent anyway."""
+
+    def __init__(self, base_url: str, accept: str = BROWSER_ACCEPT) -> None:
+        self.base_url = base_url
+        self.session = requests.Session()
+        self.session.headers["Accept"] = accept
+
+    def send(self, method: str, path: str, form: dict[str, Any] | None = None, **kw: Any) -> requests.Response:
+        for cookie in self.session.cookies:
+            cookie.secure = False
+        return self.session.request(method, self.base_url + path, data=form, allow_redirects=False, timeout=30, **kw)
+
+    def proof(self, path: str) -> str:
+        found = PROOF.search(self.send("GET", path, headers={"Accept": BROWSER_ACCEPT}).text)
+        assert found, path
+        return found.group(1)
+
+    def sign_in(self, key: str) -> requests.Response:
+        return self.send("POST", "/console/sign-in", {"csrf": self.proof("/console/sign-in"), "api_key": key})
+
+    def signed_in(self, key: str) -> Browser:
+        got = self.sign_in(key)
+        assert got.status_code == 200, got.text[:300]
+        return self
+
+    def as_api_client(self) -> Browser:
+        """This browser's cookies, asking for JSON."""
+        client = Browser(self.base_url, JSON)
+        client.session.cookies = self.session.cookies
+        return client
 
 
 class Console:
@@ -50,8 +91,8 @@ class Console:
 
 
 def opens_a_session(got: requests.Response) -> bool:
-    """Whether the answer sets a console session's cookie."""
-    return any(c.startswith(SESSION_COOKIE + "=") for c in got.raw.headers.getlist("Set-Cookie"))
+    """Whether the answer sets a console session's cookie (the local stack's: over plain http)."""
+    return any(c.startswith(SESSION.name(https=False) + "=") for c in got.raw.headers.getlist("Set-Cookie"))
 
 
 def gate_workflow(api: Api, **config: Any) -> str:

@@ -12,8 +12,10 @@ import pytest
 from interlude.adapters.keyring_store import SEED_KID, _parse_ring
 from interlude.api.page import approval, csrf
 from interlude.api.page.approval import View
+from interlude.api.page.cookies import PageCookie, parse_cookies
 from interlude.api.page.forms import FormError, resume_from_form
 from interlude.api.page.graph import GraphNode, layer_of, positions, render_svg
+from interlude.api.page.headers import content_security_policy, page_headers, with_page_headers
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 from interlude.rules.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
@@ -83,7 +85,7 @@ def test_an_inspect_view_has_no_form_and_every_form_carries_the_proof():
 
 
 def test_security_headers_are_strict():
-    headers = approval.security_headers("abc")
+    headers = with_page_headers({"Content-Security-Policy": content_security_policy("abc"), "Location": "/console"})
     csp = headers["Content-Security-Policy"]
     for directive in ("default-src 'none'", "style-src 'nonce-abc'", "form-action 'self'", "frame-ancestors 'none'"):
         assert directive in csp
@@ -91,6 +93,11 @@ def test_security_headers_are_strict():
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["Referrer-Policy"] == "no-referrer"
     assert headers["Cache-Control"] == "no-store"
+    assert headers["Location"] == "/console"
+    # An answer without a page's style (a redirect, a refusal's JSON) loads none; one setting its own cache rule keeps
+    # none of it.
+    assert "style-src" not in page_headers()["Content-Security-Policy"]
+    assert with_page_headers({"cache-control": "public"}) == page_headers()
     document = approval.document("t", "", "abc")
     assert '<style nonce="abc">' in document
     assert 'name="viewport"' in document
@@ -204,7 +211,7 @@ def test_the_form_proof_binds_token_browser_and_key():
     assert not csrf.check(key, "tok", None, browser)
     assert not csrf.check(key, "tok", field, None)
     assert not csrf.check(key, "tok", field.upper(), browser)
-    assert csrf.cookie_name("a") != csrf.cookie_name("b")
+    assert csrf.cookie_of("a").base != csrf.cookie_of("b").base
 
 
 @pytest.mark.parametrize(
@@ -225,8 +232,31 @@ def test_cross_site_signals(origin, site, refused):
 
 
 def test_cookies_parse_from_header_or_list():
-    assert csrf.parse_cookies(["a=1; b=2", "c=3"]) == {"a": "1", "b": "2", "c": "3"}
-    assert csrf.parse_cookies(["a=1; a=2"]) == {"a": "1"}
+    assert parse_cookies(["a=1; b=2", "c=3"]) == {"a": "1", "b": "2", "c": "3"}
+    assert parse_cookies(["a=1; a=2"]) == {"a": "1"}
+
+
+@pytest.mark.parametrize("https", [True, False], ids=["https", "http"])
+def test_a_page_cookie_takes_the_strongest_prefix_its_scope_allows(https: bool):
+    """Over https, `__Host-` for the whole host's cookie (Secure, Path=/, no Domain) and `__Secure-` for one kept to a
+    path; over plain http (the local stack), neither, which a browser would refuse: the name and path as before."""
+    host_wide = PageCookie("il_session", "/console", host_wide=True).made("v", 60, https)
+    kept = PageCookie("il_proof", "/interrupts/", host_wide=False).made("v", 60, https)
+    if https:
+        assert str(host_wide) == "__Host-il_session=v; Path=/; Max-Age=60; HttpOnly; Secure; SameSite=Strict"
+        assert str(kept) == "__Secure-il_proof=v; Path=/interrupts/; Max-Age=60; HttpOnly; Secure; SameSite=Strict"
+    else:
+        assert str(host_wide) == "il_session=v; Path=/console; Max-Age=60; HttpOnly; SameSite=Strict"
+        assert str(kept) == "il_proof=v; Path=/interrupts/; Max-Age=60; HttpOnly; SameSite=Strict"
+
+
+def test_an_earlier_releases_cookie_is_read_over_https_only_where_asked_and_ended_where_it_was_set():
+    spec = PageCookie("il_proof", "/interrupts/", host_wide=False)
+    earlier = {"il_proof": "old"}
+    assert spec.held(earlier, https=True) is None
+    assert spec.held_or_earlier(earlier, https=True) == "old"
+    assert spec.held_or_earlier({**earlier, "__Secure-il_proof": "new"}, https=True) == "new"
+    assert str(spec.earlier_ended()) == "il_proof=; Path=/interrupts/; Max-Age=0; HttpOnly; Secure; SameSite=Strict"
 
 
 # -- graph -----------------------------------------------------------------------------------------------------------

@@ -19,8 +19,9 @@ from interlude.adapters.notify.messages import (
     slack_message,
 )
 from interlude.api.page import approval
-from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.principals import PrincipalEntry, sendable_address
 from interlude.rules.slack import button_value
+from interlude.rules.wording import headline, in_lines
 
 # 2026-12-01T12:00:00Z
 NOON_UTC = 1796126400.0
@@ -138,3 +139,32 @@ def test_channels_follow_the_preference_and_the_addresses_held():
     both = PrincipalEntry(email="a@example.com", slackUserId="U123ABC", channels=["slack", "email"])
     assert both.reachable_channels() == ["slack", "email"]
     assert PrincipalEntry(slackUserId="U123ABC", channels=["email"]).reachable_channels() == []
+
+
+def test_an_address_is_mailed_only_as_one_address_sendable_as_written():
+    """What a mail reader would read as no address, several, or another one, and what SES cannot send (a part before
+    the @ beyond ASCII), is no address to mail; a domain in another script is sent as its ASCII form (IDNA)."""
+    assert sendable_address("ann@example.com") == "ann@example.com"
+    assert sendable_address("ann@exämple.com") == "ann@xn--exmple-cua.com"
+    assert sendable_address("ann@日本.jp") == "ann@xn--wgv71a.jp"
+    assert sendable_address('"a,b"@example.com') == '"a,b"@example.com'
+    unsendable = ("a,b@example.com", "a<b>@example.com", "a(b)@example.com", "a;b@x.com", "zoë@example.com", "a..b@x.com", "a@")
+    for address in unsendable:
+        assert sendable_address(address) is None, address
+
+
+def test_a_value_under_a_request_reads_as_lines_of_text_never_as_its_json():
+    value = {"order": 7, "note": "<i>x</i> &amp;", "items": ["one", {"sku": "A-1", "gift": True}], "empty": None}
+    assert in_lines(value) == "order: 7\nnote: <i>x</i> &amp;\nitems:\n  • one\n  • sku: A-1\n    gift: yes\nempty:"
+    assert in_lines("line one\nline two") == "line one\nline two"
+    assert in_lines(None) == ""
+
+
+def test_a_custom_requests_title_is_text_or_the_words_for_its_kind():
+    def custom(title):
+        return headline({"kind": "custom", "data": {"customKind": "k", "payload": {"title": title}}})[0]
+
+    assert custom("Check the refund") == "Check the refund"
+    assert custom(7) == "7"
+    assert custom({"x": 1}) == "Your input is needed"
+    assert custom(["x"]) == "Your input is needed"

@@ -1030,14 +1030,19 @@ def console_route(
     )
 
 
-# Where people browse, by the route module (Route.module) whose page refuses a path under the prefix that no route
-# answers (interlude.api.http.REFUSAL_PAGES): the console, and the approval links people open (one a mail or chat
-# tool has damaged, a slash or more appended).
+# Where people browse, by the route module (Route.module) whose page refuses a request there that no route answers or
+# whose handler failed (interlude.api.http.REFUSAL_PAGES); every answer there carries the pages' headers
+# (interlude.api.page.headers). The paths: the service's address opened in a browser and the console's own; the
+# prefixes: every path in the console, and the approval links people open (one a mail or chat tool has damaged, a
+# slash or more appended; `GET /interrupts` itself is the API's inbox).
+PAGE_PATHS = {"/": CONSOLE_MODULE, "/console": CONSOLE_MODULE}
 PAGE_PREFIXES = {"/console/": CONSOLE_MODULE, "/interrupts/": "tokens"}
 
 
 def page_module(path: str) -> str | None:
-    """The route module whose page refuses `path` when no route answers it (PAGE_PREFIXES); None: the API's refusal."""
+    """The route module whose pages `path` is among (PAGE_PATHS, PAGE_PREFIXES); None: the API's."""
+    if path in PAGE_PATHS:
+        return PAGE_PATHS[path]
     return next((module for prefix, module in PAGE_PREFIXES.items() if path.startswith(prefix)), None)
 
 

@@ -10,6 +10,7 @@ from urllib.parse import quote, unquote
 from interlude import wiring
 from interlude.adapters import metrics
 from interlude.api.http import app, logger
+from interlude.api.page.headers import with_page_headers
 from interlude.coldstart import importing
 
 # The route modules of this package (wiring.Route.module), in the order their first routes are declared. A module is
@@ -91,6 +92,9 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     else:
         load_all_routes()
     response = app.resolve(event, context)
+    if wiring.page_module(str(event.get("rawPath") or "")) is not None:
+        # Where people browse, every answer carries the pages' headers, whatever made it (interlude.api.page.headers).
+        response["headers"] = with_page_headers(response.get("headers"))
     count_response(event.get("routeKey", "unmatched"), int(response.get("statusCode", 500)))
     return response
 

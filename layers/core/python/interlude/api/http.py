@@ -20,6 +20,7 @@ import interlude.app.limits  # noqa: F401
 from interlude import sdk_clients, wiring
 from interlude.api import strict_json
 from interlude.api.errors import reply
+from interlude.api.page.cookies import parse_cookies
 from interlude.app.caught import caught
 from interlude.composition import services
 from interlude.config import settings
@@ -143,11 +144,31 @@ def _unexpected(exc: Exception) -> Response:
 
 
 def refusal_answer(exc: DomainError) -> Response:
-    """A refusal or failure a route's handler let through: where people browse (wiring.PAGE_PREFIXES), the page its
+    """A refusal or failure a route's handler let through: where people browse (wiring.page_module), the page its
     module words it in, never the protocol's body; elsewhere the body of the route's face."""
     module = wiring.page_module(app.current_event.path)
     page = REFUSAL_PAGES.get(module) if module is not None else None
     return page(exc) if page is not None else error_response(exc)
+
+
+def asks_for_json() -> bool:
+    """Whether the request asks for JSON before a page: its Accept names application/json at a higher quality than
+    text/html (left out: 0). A browser names text/html; curl, requests and fetch() send */* and are given the page."""
+    quality: dict[str, float] = {}
+    for media_range in (app.current_event.headers.get("accept") or "").split(","):
+        media, *params = (part.strip().lower() for part in media_range.split(";"))
+        q = next((value for name, _, value in (p.partition("=") for p in params) if name.strip() == "q"), "1")
+        try:
+            quality[media] = max(float(q), quality.get(media, 0.0))
+        except ValueError:
+            continue
+    return quality.get("application/json", 0.0) > quality.get("text/html", 0.0)
+
+
+def refused_as_asked(exc: DomainError, page: Callable[[], Response]) -> Response:
+    """A refusal where people browse: `page()`, the refusal in words; to an API client asking for JSON
+    (asks_for_json), the refusal's body on the route's face, as everywhere else."""
+    return error_response(exc) if asks_for_json() else page()
 
 
 # A path segment ending in an OpenWOP custom method (`{runId}:fork`, `:pause`, `:resume`, `:diff`): an operation of
@@ -188,9 +209,9 @@ def face_of_unmatched(path: str) -> Face:
     return "modulex" if faces == {"modulex"} else "openwop"
 
 
-# By route module: the page refusing a path under its prefix (wiring.PAGE_PREFIXES) that no route answers, or a
-# request there whose handler failed (refusal_answer), which the module registers as it loads (interlude.api.app
-# loads it for such a path).
+# By route module: the page refusing a path among its pages (wiring.page_module) that no route answers, or a request
+# there whose handler failed (refusal_answer), which the module registers as it loads (interlude.api.app loads it for
+# such a path).
 REFUSAL_PAGES: dict[str, Callable[[DomainError], Response]] = {}
 
 
@@ -364,6 +385,21 @@ def sse_response(parts: list[str], headers: dict[str, str] | None = None) -> Res
         body="".join(parts),
         headers={**(headers or {}), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def request_cookies() -> dict[str, str]:
+    """The request's cookies by name (API Gateway hands them over as a list; a bare invocation, in its header)."""
+    event = app.current_event
+    values = list(event.cookies or [])
+    if not values and event.headers.get("cookie"):
+        values = [event.headers.get("cookie") or ""]
+    return parse_cookies(values)
+
+
+def over_https() -> bool:
+    """Whether the deployment is served over https (base_url): the pages' cookies are Secure and prefixed then
+    (interlude.api.page.cookies); the local stack serves plain http on loopback."""
+    return base_url().startswith("https://")
 
 
 def base_url() -> str:

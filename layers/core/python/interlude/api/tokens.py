@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
-from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+from aws_lambda_powertools.shared.cookies import Cookie
 
 from interlude.api.errors import status_of
 from interlude.api.http import (
@@ -30,9 +30,11 @@ from interlude.api.http import (
     base_url,
     error_response,
     json_response,
+    over_https,
     parsed,
     principal_for,
     raw_body,
+    request_cookies,
     resume_value_body,
     standing,
 )
@@ -40,6 +42,7 @@ from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf, forms, posted
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
+from interlude.api.page.headers import CSP, content_security_policy
 from interlude.api.page.names import names_of
 from interlude.api.page.text import spelled
 from interlude.api.routes import route
@@ -169,7 +172,7 @@ def html_response(
         status_code=status,
         content_type="text/html; charset=utf-8",
         body=approval.document(title, body_html, style_nonce),
-        headers={"OpenWOP-Version": OPENWOP_VERSION, **approval.security_headers(style_nonce)},
+        headers={"OpenWOP-Version": OPENWOP_VERSION, CSP: content_security_policy(style_nonce)},
         # Payload 2.0 carries Set-Cookie values in their own list (the local gateway writes them as headers).
         cookies=cookies,
     )
@@ -226,19 +229,14 @@ def open_page(
     title = approval.title_of(view.payload)
     if not decides:
         return html_response(status, title, approval.render_open(view, style_nonce=style, csrf_field=None), style)
-    browser = csrf.browser_secret(request_cookies().get(csrf.cookie_name(token)))
+    proof_cookie, https, sent = csrf.cookie_of(token), over_https(), request_cookies()
+    browser = csrf.browser_secret(proof_cookie.held_or_earlier(sent, https))
     form_field = csrf.field_value(csrf.derive_key(surface().kid_secret(token)), token, browser)
-    cookie = Cookie(
-        name=csrf.cookie_name(token),
-        value=browser,
-        path=csrf.COOKIE_PATH,
-        secure=base_url().startswith("https://"),
-        http_only=True,
-        max_age=csrf.COOKIE_MAX_AGE_S,
-        same_site=SameSite.STRICT_MODE,
-    )
+    cookies = [proof_cookie.made(browser, csrf.COOKIE_MAX_AGE_S, https)]
+    if proof_cookie.earlier(sent, https) is not None:
+        cookies.append(proof_cookie.earlier_ended())
     markup = approval.render_open(view, style_nonce=style, csrf_field=form_field, error=error, answer=answer)
-    return html_response(status, title, markup, style, cookies=[cookie])
+    return html_response(status, title, markup, style, cookies=cookies)
 
 
 def page_post(token: str) -> Response:
@@ -278,15 +276,8 @@ def form_is_same_site(token: str, form: dict[str, list[str]]) -> bool:
     if csrf.cross_site(event.headers.get("origin"), event.headers.get("sec-fetch-site"), base_url()):
         return False
     key = csrf.derive_key(surface().kid_secret(token))
-    return csrf.check(key, token, posted.one(form, csrf.FIELD), request_cookies().get(csrf.cookie_name(token)))
-
-
-def request_cookies() -> dict[str, str]:
-    event = app.current_event
-    values = list(event.cookies or [])
-    if not values and event.headers.get("cookie"):
-        values = [event.headers.get("cookie") or ""]
-    return csrf.parse_cookies(values)
+    browser = csrf.cookie_of(token).held_or_earlier(request_cookies(), over_https())
+    return csrf.check(key, token, posted.one(form, csrf.FIELD), browser)
 
 
 def decided_page(target: Target, resume_value: Any, style: str) -> Response:

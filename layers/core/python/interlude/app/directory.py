@@ -20,6 +20,7 @@ from interlude.domain.models.principals import (
     MAX_DELEGATORS_PER_DELEGATE,
     MAX_DIRECTORY_PRINCIPALS,
     PrincipalEntry,
+    sendable_address,
 )
 from interlude.store.directory import EntryChanged, SlackUserTaken
 
@@ -41,6 +42,13 @@ class Directory:
 
     def put_principal(self, tenant: str, principal_id: str, entry: PrincipalEntry, by: str) -> tuple[bool, dict[str, Any]]:
         """(created, the entry as stored)."""
+        if entry.email is not None and sendable_address(entry.email) is None:
+            # Mailed as written it would be none, or several, addresses to a mail reader, or one SES cannot send to.
+            raise Invalid(
+                "email must be one address, written without quotes or comments, its part before the @ in ASCII "
+                "(a domain in any script is fine)",
+                {"field": "email"},
+            )
         if entry.outOfOffice is not None and entry.outOfOffice.delegate == principal_id:
             # As a gate's delegation (rules/interrupts/decide.py): a vote handed to its own holder decides nothing.
             raise Invalid("a principal cannot delegate to themselves", {"field": "outOfOffice.delegate"})

@@ -1,7 +1,8 @@
 """The mail the local stack sent (issue 14): moto's SES keeps every message; this reads them back as mail.
 
 The local gateway serves them (development only, never deployed): `GET /_local/outbox` lists them as JSON
-(newest last), `GET /_local/outbox/{id}` shows one as the page its recipient would read (its HTML part), and
+(newest last: each message's recipients as a mail program reads its `To`, its subject, its headers, its plain text and
+its HTML), `GET /_local/outbox/{id}` shows one as the page its recipient would read (its HTML part), and
 `interlude outbox --local` prints the list.
 """
 
@@ -48,8 +49,9 @@ def sent_mail() -> list[dict[str, Any]]:
             {
                 "id": sent.id,
                 "from": str(message["From"] or sent.source),
-                "to": [str(a) for a in (message.get_all("To") or [])],
+                "to": [address.addr_spec for header in message.get_all("To") or [] for address in header.addresses],
                 "subject": str(message["Subject"] or ""),
+                "headers": [[name, str(value)] for name, value in message.items()],
                 "text": text,
                 "html": page,
             }

@@ -1,8 +1,8 @@
 """How a request and its values read to a person, pure: a request's headline (its title and the words under it, in its
-author's words where it has any) and a primitive as a person reads and types it (`as_written`). The approval page, the
-e-mail and the Slack message show a request's headline; rules/answer_schema.py's forms write and read values with
-`as_written`. Apart from the forms' schema reading, which only a form's gate loads (the notify worker's messages say
-every request's headline).
+author's words where it has any), a primitive as a person reads and types it (`as_written`) and a value as lines of
+plain text (`in_lines`). The approval page, the e-mail and the Slack message show a request's headline;
+rules/answer_schema.py's forms write and read values with `as_written`. Apart from the forms' schema reading, which
+only a form's gate loads (the notify worker's messages say every request's headline).
 """
 
 from __future__ import annotations
@@ -42,6 +42,37 @@ class Written(float):
 TITLE_MAX = 200
 
 
+def in_lines(value: Any) -> str:
+    """A value as plain text a person reads, where a page draws it as a table (interlude.api.page.text.cell_of): text
+    as it is; an object a line per key in the author's order (`key: value`, what a key holds in lines of its own
+    under it, indented); a list a line per item (`• item`); a number as written; a boolean as yes / no; nothing as
+    nothing. Never a value's JSON or its Python spelling."""
+    return "\n".join(_lines(value, ""))
+
+
+def _lines(value: Any, indent: str) -> list[str]:
+    if isinstance(value, Mapping):
+        out = []
+        for key, item in value.items():
+            inner = _lines(item, indent + "  ")
+            if len(inner) == 1 and not isinstance(item, Mapping | list):
+                out.append(f"{indent}{key}: {inner[0].strip()}")
+            else:
+                out += [f"{indent}{key}:", *inner]
+        return out
+    if isinstance(value, list):
+        out = []
+        for item in value:
+            inner = _lines(item, indent + "  ")
+            out += [f"{indent}• {inner[0].strip()}", *inner[1:]] if inner else []
+        return out
+    if value is None or value == "":
+        return []
+    if isinstance(value, bool):
+        return [indent + ("yes" if value else "no")]
+    return [indent + line for line in as_written(value).splitlines()]
+
+
 def headline(payload: Mapping[str, Any]) -> tuple[str, str | None]:
     """(the title, the message under it) of a request, in its author's words where it has any."""
     data = payload.get("data") or {}
@@ -53,7 +84,10 @@ def headline(payload: Mapping[str, Any]) -> tuple[str, str | None]:
     if kind == "custom":
         inner = data.get("payload")
         inner = inner if isinstance(inner, Mapping) else {}
-        return str(inner.get("title") or "Your input is needed"), inner.get("description") or None
+        title = inner.get("title")
+        # A title is text (or a number): an object or a list is no title, never shown as its JSON.
+        shown = as_written(title) if isinstance(title, str | int | float) and not isinstance(title, bool) else ""
+        return shown or "Your input is needed", inner.get("description") or None
     if kind == "conversation.exchange":
         return _first_line(str(data.get("prompt") or ""), "Your reply is needed")
     if kind == "conversation.start":

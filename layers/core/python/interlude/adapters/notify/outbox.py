@@ -49,9 +49,11 @@ from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.deadlines import ESCALATION_EVENT, Deadline
 from interlude.engine.visits import interrupt_id as visit_interrupt_id
+from interlude.engine.visits import interrupt_key, visit_of
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import named_by
 from interlude.rules.interrupts.delegation import Delegator, still_asked, vote_in
+from interlude.rules.wording import headline
 
 if TYPE_CHECKING:
     from interlude.app.ports import DefinitionSource, DirectoryRecords, DispatchedRuns, NotificationLog
@@ -171,14 +173,24 @@ class NotificationOutbox:
                 posted.setdefault(record["principalId"], []).append([slack["channel"], slack["ts"]])
         if not posted:
             return []
-        config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
-        title = str(config.get("title") or node_id)
+        title = self._title_asked(state, node_id, interrupt_id)
         return [
             queue_message(
                 state.tenant, state.runId, node_id, interrupt_id, pid, CLOSED, title=title, outcome=outcome, slackMessages=messages
             )
             for pid, messages in posted.items()
         ]
+
+    def _title_asked(self, state: RunState, node_id: str, interrupt_id: str) -> str:
+        """The gate's title as the messages being replaced said it: rendered when it was asked, read from its
+        interrupt's item (one GetItem), where the definition holds only its template (`Ship {{draft.title}}?`)."""
+        visit = visit_of(state, node_id, interrupt_id)
+        item = self.records.closed_interrupt(state.runId, interrupt_key(state.runId, node_id, visit)) if visit else None
+        payload = (item or {}).get("payload")
+        if isinstance(payload, dict):
+            return headline(payload)[0]
+        config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
+        return str(config.get("title") or node_id)
 
     def _told_nobody(self, state: RunState, node_id: str, interrupt_id: str) -> bool:
         """Whether no notification of the gate visit can exist: an approval whose node names nobody to ask (no raise

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,12 +42,12 @@ from interlude.app.caught import caught
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import epoch_of, iso_epoch
 from interlude.domain.ids import secret_name, workflow_display_name
-from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.principals import PrincipalEntry, sendable_address
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.rules.slack import button_value
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import KeyRing
-from interlude.rules.wording import headline
+from interlude.rules.wording import headline, in_lines
 from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
@@ -220,13 +220,15 @@ class Worker(LeasedWorker[Recipient]):
         decision_value = form_value = None
         form = False
         questions: tuple[str, ...] = ()
-        if message["purpose"] == ESCALATION or interrupt is None:
+        escalation = message["purpose"] == ESCALATION
+        if escalation or interrupt is None:
             title, description, deadline, link, actions = message.get("title") or message["nodeId"], "", None, None, ()
         else:
             data = interrupt.payload.get("data") or {}
-            headline_title, message_words = headline(interrupt.payload)
-            title = str(data.get("title") or data.get("prompt") or headline_title)
-            description = str(data.get("description") or message_words or "")
+            # What the page the link opens says the request is, and the words under it (a value of the author's as
+            # lines of text, never its JSON).
+            title, words = headline(interrupt.payload)
+            description = in_lines(words)
             deadline = interrupt.deadline
             actions = tuple(data.get("actions") or ())
             link = self._link(state, interrupt, message)
@@ -240,7 +242,8 @@ class Worker(LeasedWorker[Recipient]):
 
                 form = True
                 spec = modal_form(interrupt.payload, self._field_labels(state, interrupt.nodeId))
-                questions = tuple(a.label for a in (spec or asked(interrupt.payload)).asks if a.kind != "fixed")
+                asks = (spec or asked(interrupt.payload)).asks
+                questions = tuple(a.label for a in asks if a.kind != "fixed")
                 if spec is not None:
                     form_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
         return Content(
@@ -254,7 +257,7 @@ class Worker(LeasedWorker[Recipient]):
             recipient_name=entry.displayName or message["principalId"],
             asked_by=self._asked_by(state),
             actions=actions,
-            on_behalf_of=tuple(message.get("onBehalfOf") or ()) if message["purpose"] != ESCALATION else (),
+            on_behalf_of=() if escalation else self._people(state.tenant, message.get("onBehalfOf") or ()),
             decision_value=decision_value,
             form=form,
             questions=questions,
@@ -306,10 +309,15 @@ class Worker(LeasedWorker[Recipient]):
         cfg = self.settings
         if not cfg.from_address or not entry.email:
             raise NotConfigured()
+        address = sendable_address(entry.email)
+        if address is None:
+            # An entry kept from before the directory refused such an address: it would be none, or several, to a
+            # mail reader, or SES could not send to it. Retrying changes nothing.
+            raise ChannelFailed("address_invalid", final=True)
         request: dict[str, Any] = {
             "FromEmailAddress": cfg.from_address,
-            "Destination": {"ToAddresses": [entry.email]},
-            "Content": {"Raw": {"Data": mime_email(cfg.from_address, entry.email, content)}},
+            "Destination": {"ToAddresses": [address]},
+            "Content": {"Raw": {"Data": mime_email(cfg.from_address, address, content)}},
         }
         if cfg.configuration_set:
             request["ConfigurationSetName"] = cfg.configuration_set
@@ -408,6 +416,10 @@ class Worker(LeasedWorker[Recipient]):
             return "skipped" if exc.final else "failed"
         kept["channels"]["slack"] = {"attempt": attempt, "at": at, "outcome": "sent", "updated": updated}
         return "sent"
+
+    def _people(self, tenant: str, principal_ids: Iterable[Any]) -> tuple[str, ...]:
+        """What a person calls each principal (their directory display name, else their id)."""
+        return tuple(name for name in (self._display_name(tenant, p) for p in principal_ids) if name)
 
     def _display_name(self, tenant: str, principal_id: Any) -> str | None:
         """What a person calls a principal: their directory display name, else their id."""

@@ -16,11 +16,11 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
-from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+from aws_lambda_powertools.shared.cookies import Cookie
 
 from interlude import wiring
 from interlude.adapters.keyring_store import load_key_ring
@@ -36,15 +36,20 @@ from interlude.api.http import (
     app,
     authorize,
     base_url,
+    over_https,
     query_int,
     raw_body,
+    refused_as_asked,
+    request_cookies,
     scope_of,
     standing,
 )
 from interlude.api.idempotency import idempotent, key_namespace, namespace_of
 from interlude.api.page import approval, csrf, forms
+from interlude.api.page.cookies import PageCookie
 from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
+from interlude.api.page.headers import CSP, content_security_policy
 from interlude.api.page.names import Names, names_of
 from interlude.api.page.posted import one, read_form
 from interlude.api.page.text import spelled
@@ -61,7 +66,7 @@ from interlude.app.snapshots import snapshot as run_snapshot
 from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
-from interlude.domain.errors import DomainError, Invalid, MethodNotAllowed, Unauthenticated
+from interlude.domain.errors import DomainError, Forbidden, Invalid, MethodNotAllowed, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.principal_requests import AssignGateRequest
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest, ForkRunRequest
@@ -86,6 +91,8 @@ TOKEN_SCAN_PAGES = 5
 # A cookie signed by a kid this instance has not seen yet makes it re-read the ring, at most this often.
 RING_REFETCH_INTERVAL_S = 5.0
 _last_ring_refetch = [float("-inf")]
+E = TypeVar("E", bound=DomainError)
+P = ParamSpec("P")
 
 
 class NotSignedIn(Exception):
@@ -117,20 +124,18 @@ def ring_with(kid: str | None) -> KeyRing:
     return ring(force=True)
 
 
-def request_cookies() -> dict[str, str]:
-    event = app.current_event
-    values = list(event.cookies or [])
-    if not values and event.headers.get("cookie"):
-        values = [event.headers.get("cookie") or ""]
-    return csrf.parse_cookies(values)
-
-
 def now_s() -> int:
     return int(services().clock().timestamp())
 
 
+def session_cookie() -> str | None:
+    """The session the browser holds, as this release set it. One an earlier release set unprefixed over https is not
+    read (docs/adr/0189): its holder signs in again, and the sign-in page ends it."""
+    return sessions.SESSION.held(request_cookies(), over_https())
+
+
 def signed_in() -> Signed:
-    cookie = request_cookies().get(sessions.SESSION_COOKIE)
+    cookie = session_cookie()
     kid = sessions.kid_of(cookie)
     keys = ring_with(kid).keys
     found = sessions.unseal(cookie, keys, now_s())
@@ -158,20 +163,18 @@ def holder_name(tenant: str, subject_id: str) -> str | None:
     return entry.displayName if entry is not None and entry.displayName else None
 
 
-def cookie(name: str, value: str, max_age: int) -> Cookie:
-    return Cookie(
-        name=name,
-        value=value,
-        path=sessions.COOKIE_PATH,
-        secure=base_url().startswith("https://"),
-        http_only=True,
-        max_age=max_age,
-        same_site=SameSite.STRICT_MODE,
-    )
+def cookie(spec: PageCookie, value: str, max_age_s: int) -> Cookie:
+    return spec.made(value, max_age_s, over_https())
 
 
 def ended_cookie() -> Cookie:
-    return cookie(sessions.SESSION_COOKIE, "", 0)
+    return cookie(sessions.SESSION, "", 0)
+
+
+def earlier_cookies_ended() -> list[Cookie]:
+    """The console's cookies an earlier release set unprefixed over https that the browser still sends, ended."""
+    sent, https = request_cookies(), over_https()
+    return [spec.earlier_ended() for spec in (sessions.SESSION, sessions.SIGN_IN) if spec.earlier(sent, https) is not None]
 
 
 # -- answers ----------------------------------------------------------------------------------------
@@ -188,12 +191,11 @@ def html(
     refresh_s: int | None = None,
 ) -> Response:
     nonce = approval_nonce()
-    headers: dict[str, Any] = {"OpenWOP-Version": OPENWOP_VERSION, **approval.security_headers(nonce)}
     return Response(
         status_code=status,
         content_type="text/html; charset=utf-8",
         body=pages.document(title, body, nonce, frame, current, go_to, refresh_s),
-        headers=headers,
+        headers={"OpenWOP-Version": OPENWOP_VERSION, CSP: content_security_policy(nonce)},
         cookies=cookies,
     )
 
@@ -207,19 +209,38 @@ def see_other(location: str, cookies: list[Cookie] | None = None) -> Response:
         status_code=303,
         content_type="text/html; charset=utf-8",
         body=pages.see_other(location),
-        headers={"Location": location, "Cache-Control": "no-store", "OpenWOP-Version": OPENWOP_VERSION},
+        headers={"Location": location, "OpenWOP-Version": OPENWOP_VERSION},
         cookies=cookies,
     )
 
 
+def as_asked(page: Callable[Concatenate[E, P], Response]) -> Callable[Concatenate[E, P], Response]:
+    """A builder of a refusal's page (the refusal first), which answers an API client asking for JSON with the
+    refusal's envelope instead (http.refused_as_asked)."""
+
+    @functools.wraps(page)
+    def answer(exc: E, /, *args: P.args, **kwargs: P.kwargs) -> Response:
+        return refused_as_asked(exc, lambda: page(exc, *args, **kwargs))
+
+    return answer
+
+
 def sign_in_page(status: int, notice: Notice | None, extra_cookies: list[Cookie] | None = None) -> Response:
     held = ring()
-    pre = sessions.pre_session(request_cookies().get(sessions.SIGN_IN_COOKIE))
+    pre = sessions.pre_session(sessions.SIGN_IN.held_or_earlier(request_cookies(), over_https()))
     proof = sessions.sign_in_proof(held.current_kid, held.keys[held.current_kid], pre)
-    cookies = [*(extra_cookies or []), cookie(sessions.SIGN_IN_COOKIE, pre, sessions.SIGN_IN_COOKIE_MAX_AGE_S)]
+    cookies = [*(extra_cookies or []), cookie(sessions.SIGN_IN, pre, sessions.SIGN_IN_COOKIE_MAX_AGE_S)]
+    cookies += earlier_cookies_ended()
     return html(status, "Sign in", pages.sign_in(proof, notice), None, cookies=cookies)
 
 
+@as_asked
+def sign_in_refused(exc: DomainError, notice: Notice, extra_cookies: list[Cookie] | None = None) -> Response:
+    """A refusal that asks the person to sign in (again): the sign-in page with the refusal's status and `notice`."""
+    return sign_in_page(status_of(exc), notice, extra_cookies)
+
+
+@as_asked
 def refused_page(exc: DomainError, signed: Signed | None, current: str) -> Response:
     """A refusal as a page: its status, in plain words."""
     status = status_of(exc)
@@ -232,6 +253,7 @@ def refused_page(exc: DomainError, signed: Signed | None, current: str) -> Respo
     return response
 
 
+@as_asked
 def no_such_page(exc: DomainError) -> Response:
     """An address in the console that names no page (one mistyped, a run id pasted as tenant/id), or a form's address
     opened: a page in words, with the frame when signed in (http.REFUSAL_PAGES). A request whose handler failed
@@ -244,7 +266,7 @@ def no_such_page(exc: DomainError) -> Response:
         frame: Frame | None = signed_in().frame
     except (NotSignedIn, DomainError):
         frame = None
-    words = ADDRESS_WORDS.get(status) or refusal_words(exc)
+    words = address_words(status) or refusal_words(exc)
     notice = Notice("bad", REFUSAL_HEADINGS.get(status, "That did not work"), words)
     response = html(status, notice.heading, pages.message(notice, ("/console/inbox", "Back to the inbox")), frame)
     if isinstance(exc, MethodNotAllowed):
@@ -252,7 +274,17 @@ def no_such_page(exc: DomainError) -> Response:
     return response
 
 
-ADDRESS_WORDS = {404: "There is no page at this address.", 405: "This address is a form's, not a page to open."}
+def address_words(status: int) -> str | None:
+    """What a page says of an address no route answers: none at all, or one that answers another method."""
+    if status == 404:
+        return "There is no page at this address."
+    if status != 405:
+        return None
+    if app.current_event.http_method in ("GET", "HEAD"):
+        return "This address is a form's, not a page to open."
+    return "This address is a page to open; nothing can be sent to it."
+
+
 # What a failure (the server's, or a busy service's) says: whether anything was done is not known to the page.
 BUSY_WORDS = "Interlude is busy just now. Try again in a moment."
 FAILED_WORDS = "Something went wrong on Interlude's side. Try again in a moment; if it happens again, tell your administrator."
@@ -284,7 +316,7 @@ REFUSAL_HEADINGS = {
 
 def session_ended(exc: Unauthenticated) -> Response:
     notice = Notice("warn", "Your session has ended", exc.message[:1].upper() + exc.message[1:] + ". Sign in again.")
-    return sign_in_page(401, notice, [ended_cookie()])
+    return sign_in_refused(exc, notice, [ended_cookie()])
 
 
 def may(principal: Principal, operation: str) -> bool:
@@ -332,7 +364,8 @@ def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]
                 authorize(signed.principal, operation)
                 return proven_and_keyed(spec, act, signed, current, **params)
             except NotSignedIn:
-                return sign_in_page(401, Notice("warn", "Please sign in", "Your session has ended; sign in again."))
+                refusal = Unauthenticated("this browser holds no console session")
+                return sign_in_refused(refusal, Notice("warn", "Please sign in", "Your session has ended; sign in again."))
             except Unauthenticated as exc:
                 return session_ended(exc)
             except DomainError as exc:
@@ -350,10 +383,9 @@ def proven_and_keyed(spec: wiring.Route, act: Callable[..., Response], signed: S
     keeps is the page answered."""
     form = read_form(raw_body(), MAX_FORM_FIELDS)
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, one(form, "csrf")):
-        return cross_site_page(signed.frame, current)
+        return cross_site_page(Forbidden(CROSS_SITE), signed.frame, current)
     acting = functools.partial(answered_as_page, act, signed, form, current)
-    session = request_cookies().get(sessions.SESSION_COOKIE)
-    return idempotent(spec, acting, namespace_of(spec, signed.principal), session)(**params)
+    return idempotent(spec, acting, namespace_of(spec, signed.principal), session_cookie())(**params)
 
 
 def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[str, list[str]], current: str, **params: str) -> Response:
@@ -365,7 +397,12 @@ def answered_as_page(act: Callable[..., Response], signed: Signed, form: dict[st
         return refused_page(exc, signed, current)
 
 
-def cross_site_page(frame: Frame | None, current: str) -> Response:
+# Why a form is refused that did not come from the console's own page (its proof or its origin).
+CROSS_SITE = "the form did not come from this console's own page"
+
+
+@as_asked
+def cross_site_page(exc: Forbidden, frame: Frame | None, current: str) -> Response:
     notice = Notice(
         "bad",
         "Not sent from this console",
@@ -384,7 +421,7 @@ def same_site() -> bool:
 
 @route("consoleHome")
 def console_home() -> Response:
-    if request_cookies().get(sessions.SESSION_COOKIE):
+    if session_cookie():
         return see_other("/console/inbox")
     return sign_in_page(200, None)
 
@@ -417,16 +454,17 @@ def console_sign_in() -> Response:
         proof, pasted = one(form, "csrf"), (one(form, "api_key") or "").strip()
     except DomainError as exc:
         return not_signed_in(exc)
-    pre = request_cookies().get(sessions.SIGN_IN_COOKIE)
+    pre = sessions.SIGN_IN.held_or_earlier(request_cookies(), over_https())
     if not same_site() or not sessions.sign_in_proof_ok(ring_with(None).keys, pre, proof):
-        return sign_in_page(403, Notice("bad", "Not sent from this console", "Reload this page and sign in again."))
+        notice = Notice("bad", "Not sent from this console", "Reload this page and sign in again.")
+        return sign_in_refused(Forbidden(CROSS_SITE), notice)
     try:
         principal = services().keys.authenticate(f"Bearer {pasted}")
         standing().require_active(principal.tenant)
     except Unauthenticated as exc:
-        return sign_in_page(401, Notice("bad", "That key was not accepted", sign_in_words(exc.message)))
+        return sign_in_refused(exc, Notice("bad", "That key was not accepted", sign_in_words(exc.message)))
     except DomainError as exc:
-        return sign_in_page(status_of(exc), Notice("bad", "Not allowed", sign_in_words(exc.message)))
+        return sign_in_refused(exc, Notice("bad", "Not allowed", sign_in_words(exc.message)))
     # Idempotency-Key only now, in the namespace of the key that signs in (wiring.Route.keyed_in_handler): another
     # tenant's sign-in, or another key's, never meets its record; the same sign-in sent again is answered as before.
     keyed = idempotent(ROUTES_BY_OPERATION["consoleSignIn"], functools.partial(session_opened, principal), key_namespace(principal))
@@ -437,7 +475,7 @@ def console_sign_in() -> Response:
 
 
 def not_signed_in(exc: DomainError) -> Response:
-    return sign_in_page(status_of(exc), Notice("bad", "That was not accepted", forms.in_plain_words(exc.message)))
+    return sign_in_refused(exc, Notice("bad", "That was not accepted", forms.in_plain_words(exc.message)))
 
 
 def session_opened(principal: Principal) -> Response:
@@ -453,7 +491,11 @@ def session_opened(principal: Principal) -> Response:
         "Signed in",
         pages.message(notice, ("/console/inbox", "Continue to the inbox")),
         None,
-        cookies=[cookie(sessions.SESSION_COOKIE, value, sessions.SESSION_TTL_S), cookie(sessions.SIGN_IN_COOKIE, "", 0)],
+        cookies=[
+            cookie(sessions.SESSION, value, sessions.SESSION_TTL_S),
+            cookie(sessions.SIGN_IN, "", 0),
+            *earlier_cookies_ended(),
+        ],
         go_to="/console/inbox",
     )
 

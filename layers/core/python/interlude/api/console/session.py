@@ -9,8 +9,8 @@ that the session is still open.
 
 Every form carries a CSRF proof: HMAC(key, "csrf|" + the session's nonce) for signed-in forms, and
 HMAC(key, "sign-in|" + a random pre-session cookie) for the sign-in form, so a cross-site page can compute
-neither. The cookies are HttpOnly and SameSite=Strict (Secure on https), which already keeps them off
-cross-site posts; the proof and the Origin/Sec-Fetch-Site check stand behind that.
+neither. The cookies are HttpOnly and SameSite=Strict (Secure and `__Host-` on https: interlude.api.page.cookies),
+which already keeps them off cross-site posts; the proof and the Origin/Sec-Fetch-Site check stand behind that.
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-SESSION_COOKIE = "il_console"
-SIGN_IN_COOKIE = "il_console_pre"
-COOKIE_PATH = "/console"
+from interlude.api.page.cookies import PageCookie
+
+# The whole host's over https (`__Host-`, Path=/: interlude.api.page.cookies), where a path bounds nothing between
+# pages of one origin and the host's own prefix keeps a sibling subdomain from planting a session of its choosing.
+SESSION = PageCookie("il_console", "/console", host_wide=True)
+SIGN_IN = PageCookie("il_console_pre", "/console", host_wide=True)
 # A session lasts an hour from sign-in: short, since it stands in for an API key in a browser.
 SESSION_TTL_S = 3600
 SIGN_IN_COOKIE_MAX_AGE_S = 1800

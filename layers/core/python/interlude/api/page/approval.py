@@ -83,21 +83,6 @@ class Result:
 # -- the document --------------------------------------------------------------------------------------
 
 
-def security_headers(style_nonce: str) -> dict[str, str]:
-    return {
-        "Content-Security-Policy": (
-            f"default-src 'none'; style-src 'nonce-{style_nonce}'; img-src 'self' data:; form-action 'self'; "
-            "frame-ancestors 'none'; base-uri 'none'"
-        ),
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
-        "Cache-Control": "no-store",
-        "X-Frame-Options": "DENY",
-        "Cross-Origin-Opener-Policy": "same-origin",
-        "Cross-Origin-Resource-Policy": "same-origin",
-    }
-
-
 def document(title: str, body: str, style_nonce: str) -> str:
     return templating.render(
         "page/layout.html", title=unfilled_in_words(title), body=templating.markup(body), style_nonce=style_nonce

@@ -14,9 +14,10 @@ import hmac
 import re
 import secrets
 
+from interlude.api.page.cookies import PageCookie
+
 FIELD = "csrf"
 COOKIE_PREFIX = "il_csrf_"
-COOKIE_PATH = "/interrupts/"
 COOKIE_MAX_AGE_S = 3600
 _SECRET = re.compile(r"[A-Za-z0-9_-]{22,64}")
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -34,8 +35,11 @@ def derive_key(kid_secret: bytes) -> bytes:
     return hmac.new(kid_secret, b"interlude.csrf.v1", hashlib.sha256).digest()
 
 
-def cookie_name(token: str) -> str:
-    return COOKIE_PREFIX + hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()[:16]
+def cookie_of(token: str) -> PageCookie:
+    """The token's own cookie, kept to the approval links' path (`__Secure-` over https: interlude.api.page.cookies):
+    one for every link a browser opens, so the whole host sharing them would send them all with every request."""
+    name = COOKIE_PREFIX + hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()[:16]
+    return PageCookie(name, "/interrupts/", host_wide=False)
 
 
 def field_value(key: bytes, token: str, browser: str) -> str:
@@ -46,17 +50,6 @@ def check(key: bytes, token: str, field: str | None, browser: str | None) -> boo
     if not field or not browser or not _HEX.fullmatch(field) or not _SECRET.fullmatch(browser):
         return False
     return hmac.compare_digest(field_value(key, token, browser), field)
-
-
-def parse_cookies(header_values: list[str]) -> dict[str, str]:
-    """name → value from Cookie header values (or API Gateway's `cookies` list); the first of a name wins."""
-    out: dict[str, str] = {}
-    for value in header_values:
-        for part in value.split(";"):
-            name, sep, val = part.strip().partition("=")
-            if sep and name and name not in out:
-                out[name] = val.strip()
-    return out
 
 
 def cross_site(origin: str | None, sec_fetch_site: str | None, own_origin: str) -> bool:

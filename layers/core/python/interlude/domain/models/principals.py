@@ -7,6 +7,8 @@ through that person's personal link and one through their key are the same princ
 
 
 from datetime import datetime
+from email.errors import HeaderParseError
+from email.headerregistry import Address
 from typing import Annotated, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -35,6 +37,24 @@ MembershipName = Annotated[str, StringConstraints(min_length=1, max_length=128, 
 # Deliberately plain (no DNS or deliverability check): SES refuses what it cannot send, and the outcome is logged.
 Email = Annotated[str, StringConstraints(max_length=254, pattern=f"^{_MAIL_PART}@{_MAIL_PART}\\.{_MAIL_PART}$")]
 SlackUserId = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{2,32}$")]
+
+
+def sendable_address(email: str) -> str | None:
+    """`email` as a mail's envelope and `To` header carry it: exactly one address (RFC 5322's addr-spec, as written:
+    `a,b@example.com` is two addresses to a mail reader, `a(b)@example.com` another one), its part before the @ in
+    ASCII (SES sends no other) and its domain in ASCII (IDNA: `exämple.com` as `xn--exmple-cua.com`); None when it is
+    not one such address."""
+    try:
+        parsed = Address(addr_spec=email)
+    except (ValueError, IndexError, HeaderParseError):
+        return None
+    local, _, domain = email.rpartition("@")
+    if parsed.addr_spec != email or not local.isascii():
+        return None
+    try:
+        return f"{local}@{domain.encode('idna').decode('ascii')}"
+    except UnicodeError:
+        return None
 
 
 class OutOfOffice(Stored):
