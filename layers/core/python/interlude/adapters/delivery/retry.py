@@ -90,5 +90,7 @@ def without_links(body: str) -> dict[str, Any] | None:
 
 
 def attempts_made(history: list[dict[str, Any]]) -> int:
-    """The attempts a delivery made, its last attempt's number: its history keeps only the latest attempts."""
-    return max([len(history), *(int(a.get("attempt", 0)) for a in history)])
+    """The attempts a delivery made, its last attempt's number: its history keeps only the latest attempts. A record
+    without a number is no attempt (a dead letter made on its message's last receive: store/deliveries.py)."""
+    numbered = [int(a["attempt"]) for a in history if "attempt" in a]
+    return max([len(numbered), *numbered])
