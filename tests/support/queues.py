@@ -28,8 +28,8 @@ def queued(url: str) -> list[dict]:
 
 def mapped(queue_url: str, function: str, times: int) -> list[str]:
     """Play the queue's event source mapping one message at a time, at most `times` times or until SQS hands out
-    nothing (a failed message is received again; past the queue's receives SQS moves it to its dead letters): the
-    bodies handed to the function."""
+    nothing (a failed message is received again at once, as if its backoff or visibility timeout had passed; past the
+    queue's receives SQS moves it to its dead letters): the bodies handed to the function."""
     sqs = boto3.client("sqs")
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     handed = []
@@ -40,7 +40,9 @@ def mapped(queue_url: str, function: str, times: int) -> list[str]:
         message = got["Messages"][0]
         handed.append(message["Body"])
         answer = lambda_runtime.invoke(function, {"Records": [to_event_record(message, arn)]})
-        if not answer["batchItemFailures"]:
+        if answer["batchItemFailures"]:
+            sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+        else:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
     return handed
 

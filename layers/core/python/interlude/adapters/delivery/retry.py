@@ -6,6 +6,7 @@ engine: its cold start pays only for what delivering a notice needs.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 from urllib.parse import urlsplit
@@ -69,17 +70,25 @@ def receives(record: dict[str, Any]) -> int:
 
 
 def without_links(body: str) -> dict[str, Any] | None:
-    """A queued message as the dead letters keep it when it fails on its last receive: whole, so an operator can send
-    it back once the cause is fixed, but without its notices' decision links (a bearer credential each); None when
+    """A queued message as the dead letters keep it when it fails on its last receive and its record cannot be written:
+    whole, so an operator can send it back once the cause is fixed, but without its notices' decision links; None when
     the body is no JSON object (no release writes one)."""
     try:
         message = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(message, dict):
-        return None
-    notices = [message.get("notice"), *(message.get("notices") or [])]
-    for notice in (n for n in notices if isinstance(n, dict)):
+    return links_removed(message) if isinstance(message, dict) else None
+
+
+def notices_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The notices a callbacks message carries: its one, or a transition's (format 10)."""
+    return [n for n in (message.get("notice"), *(message.get("notices") or [])) if isinstance(n, dict)]
+
+
+def links_removed(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a callbacks message without its notices' decision links (a bearer credential each)."""
+    message = copy.deepcopy(message)
+    for notice in notices_of(message):
         for name in LINK_FIELDS:
             notice.pop(name, None)
         links = notice.get("links")

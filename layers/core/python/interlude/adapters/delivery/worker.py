@@ -24,7 +24,7 @@ from aws_lambda_powertools import Logger
 
 from interlude import wiring
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import attempts_made, dead_letter, receives, without_links
+from interlude.adapters.delivery.retry import attempts_made, dead_letter, links_removed, receives, without_links
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.adapters.delivery.subscriptions import (
     MESSAGE_KIND,
@@ -33,7 +33,7 @@ from interlude.adapters.delivery.subscriptions import (
     delivery_bytes,
     delivery_headers,
 )
-from interlude.adapters.held_work import read_message
+from interlude.adapters.held_work import admitted, message_body, queue_destination, read_message
 from interlude.adapters.leased_work import DEAD, Attempted, LeasedWorker, OutOfTime, Work, retry_after_s
 from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.caught import caught
@@ -53,6 +53,7 @@ from interlude.store.deliveries import (
 )
 from interlude.store.layout import message_created_expiry, message_table
 from interlude.store.leases import Claim
+from interlude.store.tenant_standing import TenantStanding
 from interlude.store.webhooks import WebhookStore
 
 logger = Logger(service="interlude-callbacks", child=True)
@@ -72,6 +73,7 @@ LEASE_MARGIN_S = 30.0
 DIAL_MARGIN_S = 5.0
 # Receives SQS allows a message before it moves it, as queued, to the dead letters: notice, decision link and all.
 MAX_RECEIVES = wiring.queue("callbacks").max_receive_count
+HELD = "held"
 
 
 class Unprojectable(Exception):
@@ -110,6 +112,8 @@ class Worker(LeasedWorker[Outgoing]):
     subscription_secret_cache: SubscriptionSecretCache | None = None
     # Seconds left in the invocation (the handler's Lambda context); unbounded outside one.
     time_left_s: Callable[[], float] = field(default=lambda: math.inf)
+    # Whether a message's tenant may act now (None: every tenant may: a worker outside a function).
+    standing: TenantStanding | None = None
 
     CLAIMS = False
     MESSAGE = "callback"
@@ -131,12 +135,15 @@ class Worker(LeasedWorker[Outgoing]):
         return self.subscription_secret_cache
 
     def handle(self, record: dict[str, Any]) -> str:
-        """The message's delivery (LeasedWorker.handle). One that fails on its last receive, its attempts not run out (a
-        crash each time, invocations without time for its dial), is dead-lettered here and taken off the queue, rather
-        than left for SQS to move it to the dead letters as queued, decision links and all: as its attempts running
-        out would have it (`_dead_unattempted`, ADR 0190), or, when its record cannot be read or written, as queued
-        without its links, to be sent back once the cause is fixed (ADR 0185)."""
+        """The message's delivery (LeasedWorker.handle), once its tenant may act (`admitted`). One that fails on its
+        last receive, its attempts not run out (a crash each time, invocations without time for its dial, a hold that
+        cannot be written), is dead-lettered here and taken off the queue, rather than left for SQS to move it to the
+        dead letters as queued, decision links and all: as its attempts running out would have it
+        (`_dead_unattempted`, ADR 0190), or, when its record cannot be read or written, as queued without its links,
+        to be sent back once the cause is fixed (ADR 0185)."""
         try:
+            if not self.admitted(record["body"]):
+                return HELD
             return super().handle(record)
         except Exception:
             if receives(record) < MAX_RECEIVES:
@@ -150,6 +157,14 @@ class Worker(LeasedWorker[Outgoing]):
                 raise
             self._to_dlq(kept)
             return DEAD
+
+    def admitted(self, body: str) -> bool:
+        """Whether the message's tenant may act now; if not, the message was held for its resume (or dropped: the
+        tenant is going). It is held without its notices' decision links, so no credential is kept while the tenant
+        is suspended; its resume mints them anew, living from then (interlude.adapters.tenant_outside, ADR 0190)."""
+        if self.standing is None:
+            return True
+        return admitted(self.standing, queue_destination("callbacks"), links_removed(message_body(body)))
 
     def _dead_unattempted(self, record: dict[str, Any]) -> str | None:
         """The delivery of a message on its last receive dead-lettered without another attempt: each of its notices
