@@ -995,9 +995,10 @@ WEBHOOK_ERRORS = ("validation_error", "id_tenant_mismatch", "not_found")
 # A dead letter sent again (issue 30 item 5): it is not dead (any more), or was sent again the most times one is.
 REPLAY_ERRORS = ("interlude.not_dead_lettered", "interlude.replay_limit_reached")
 RECOVERY_ERRORS = ("interlude.recovery_too_large", "interlude.recovery_running")
-# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding
-# (task_not_claimed is also the answer when the run no longer waits for the task: details.status "cancelled").
-TASK_ERRORS = ("interlude.task_token_invalid", "id_tenant_mismatch", "not_found", "interlude.task_not_claimed")
+# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, or holding no task: its claim ended,
+# it never held one, or it names no task, all answered alike (task_not_claimed is also the answer when the run no longer
+# waits for the task: details.status "cancelled", told only to the task's latest claim).
+TASK_ERRORS = ("interlude.task_token_invalid", "id_tenant_mismatch", "interlude.task_not_claimed")
 TOKEN_ERRORS = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt_already_resolved", "runner_unavailable")
 SSE_EVENTS = Answer(200, "Server-sent events, then a retry hint", schema={"type": "string"}, media=(SSE,))
 LAST_EVENT_ID = Param("Last-Event-ID", "header", {"type": "string"}, "Resume after this event sequence")
