@@ -18,7 +18,7 @@ from typing import Any
 from interlude import wiring
 from interlude.adapters.delivery.notices import add_link
 from interlude.adapters.delivery.outbox import link_minter
-from interlude.adapters.delivery.retry import links_removed, notices_of
+from interlude.adapters.delivery.retry import dropped_links, notices_of
 from interlude.adapters.held_work import DEADLINE_DESTINATION, QUEUE_DESTINATION
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler.names import handed_back_name
@@ -90,7 +90,7 @@ class TenantOutside:
         """A held callbacks message, each notice of a gate still open with a decision link minted now (as the outbox
         mints one, for the key that created the run), living from now: however long the suspension, it works. A
         notice of a gate decided meanwhile goes without one; a link held by a release before this one is replaced."""
-        message = links_removed(message)
+        message = dropped_links(message)
         asked = [n for n in notices_of(message) if n.get("type") == "interrupt.requested" and n.get("interruptId")]
         got = self.store.get_run(asked[0]["runId"]) if asked else None
         if got is None:

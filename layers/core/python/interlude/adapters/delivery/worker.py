@@ -24,7 +24,7 @@ from aws_lambda_powertools import Logger
 
 from interlude import wiring
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import attempts_made, dead_letter, links_removed, receives, without_links
+from interlude.adapters.delivery.retry import attempts_made, dead_letter, dropped_links, receives, without_links
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.adapters.delivery.subscriptions import (
     MESSAGE_KIND,
@@ -135,14 +135,14 @@ class Worker(LeasedWorker[Outgoing]):
         return self.subscription_secret_cache
 
     def handle(self, record: dict[str, Any]) -> str:
-        """The message's delivery (LeasedWorker.handle), once its tenant may act (`admitted`). One that fails on its
+        """The message's delivery (LeasedWorker.handle), once its tenant may act (`tenant_acts`). One that fails on its
         last receive, its attempts not run out (a crash each time, invocations without time for its dial, a hold that
         cannot be written), is dead-lettered here and taken off the queue, rather than left for SQS to move it to the
         dead letters as queued, decision links and all: as its attempts running out would have it
         (`_dead_unattempted`, ADR 0190), or, when its record cannot be read or written, as queued without its links,
         to be sent back once the cause is fixed (ADR 0185)."""
         try:
-            if not self.admitted(record["body"]):
+            if not self.tenant_acts(record["body"]):
                 return HELD
             return super().handle(record)
         except Exception:
@@ -158,13 +158,13 @@ class Worker(LeasedWorker[Outgoing]):
             self._to_dlq(kept)
             return DEAD
 
-    def admitted(self, body: str) -> bool:
+    def tenant_acts(self, body: str) -> bool:
         """Whether the message's tenant may act now; if not, the message was held for its resume (or dropped: the
         tenant is going). It is held without its notices' decision links, so no credential is kept while the tenant
         is suspended; its resume mints them anew, living from then (interlude.adapters.tenant_outside, ADR 0190)."""
         if self.standing is None:
             return True
-        return admitted(self.standing, queue_destination("callbacks"), links_removed(message_body(body)))
+        return admitted(self.standing, queue_destination("callbacks"), dropped_links(message_body(body)))
 
     def _dead_unattempted(self, record: dict[str, Any]) -> str | None:
         """The delivery of a message on its last receive dead-lettered without another attempt: each of its notices
