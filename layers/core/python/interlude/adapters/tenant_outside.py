@@ -25,9 +25,9 @@ from interlude.adapters.scheduler.names import handed_back_name
 from interlude.adapters.scheduler.scheduler import Scheduler
 from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.ports import Connections
-from interlude.config.actions import action_settings
-from interlude.config.delivery import delivery_settings
-from interlude.config.notify import notify_settings
+from interlude.config.actions import ACTION_SECRET_PREFIX_ENV, action_settings
+from interlude.config.delivery import SUBSCRIPTION_SECRET_PREFIX_ENV, WEBHOOK_SECRET_PREFIX_ENV, delivery_settings
+from interlude.config.notify import SLACK_SECRET_PREFIX_ENV, SLACK_SIGNING_SECRET_PREFIX_ENV, notify_settings
 from interlude.config.queues import queue_settings
 from interlude.domain.clock import Clock
 from interlude.domain.ids import secret_name
@@ -41,14 +41,17 @@ HAND_BACK_DELAY_S = 5
 
 
 def secret_prefixes() -> tuple[str, ...]:
-    """The deployment's name prefix of each kind of secret a tenant may hold (wiring.TENANT_SECRET_PREFIXES)."""
-    delivery = delivery_settings()
-    return (
-        delivery.secret_prefix,
-        delivery.subscription_secret_prefix,
-        notify_settings().slack_secret_prefix,
-        action_settings().secret_prefix,
-    )
+    """The deployment's name prefix of each kind of secret a tenant may hold, one per wiring.TENANT_SECRET_PREFIXES
+    (a kind declared there that no setting here reads fails the deletion, rather than keep that kind's secrets)."""
+    delivery, notify = delivery_settings(), notify_settings()
+    configured = {
+        WEBHOOK_SECRET_PREFIX_ENV: delivery.secret_prefix,
+        SUBSCRIPTION_SECRET_PREFIX_ENV: delivery.subscription_secret_prefix,
+        SLACK_SECRET_PREFIX_ENV: notify.slack_secret_prefix,
+        SLACK_SIGNING_SECRET_PREFIX_ENV: notify.slack_signing_secret_prefix,
+        ACTION_SECRET_PREFIX_ENV: action_settings().secret_prefix,
+    }
+    return tuple(configured[kind] for kind in wiring.TENANT_SECRET_PREFIXES)
 
 
 def queue_url(queue: str) -> str:

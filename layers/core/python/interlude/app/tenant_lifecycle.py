@@ -249,13 +249,14 @@ class TenantLifecycle:
                 # Each pass scans the first table, then the second (its items: store/layout.py), `in` saying which.
                 where = job.get("in", FIRST)
                 keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS, where)
-                self.records.delete(keys, where)
-                job["items"] += len(keys)
                 held = keyed_ids(keys)
                 if held.connections:
-                    # Their items are gone: the $disconnect each close brings finds nothing left to delete.
+                    # Closed before their items go: a call cut short after the delete would find them no more, and the
+                    # connections would stay open. (The $disconnect each close brings may delete an item first.)
                     closed = self.outside.close_connections(held.connections)
                     job["liveConnections"] = job.get("liveConnections", 0) + closed
+                self.records.delete(keys, where)
+                job["items"] += len(keys)
                 job["apiKeys"] += len(held.api_keys)
                 job["scanned"] = job.get("scanned", 0) + scanned
                 job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(keys)

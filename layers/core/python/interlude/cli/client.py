@@ -8,6 +8,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,22 @@ class Refused(CliError):
     def field(self) -> Any:
         details = self.envelope.get("details")
         return details.get("field") if isinstance(details, dict) else None
+
+
+def count_between(low: int, high: int) -> Callable[[str], int]:
+    """An argument type: a whole number from `low` to `high`, refused as that range (argparse's `choices` would list
+    every number in it)."""
+
+    def count(text: str) -> int:
+        try:
+            value: int | None = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number from {low} to {high}")
+        return value
+
+    return count
 
 
 def add_endpoint_args(parser: argparse.ArgumentParser, scope: str | None = None) -> None:

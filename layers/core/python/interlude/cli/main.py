@@ -12,6 +12,7 @@ import urllib.error
 from pathlib import Path
 
 from interlude import __version__, wiring
+from interlude.cli.client import count_between
 from interlude.cli.local import STATE_FILE, add_state_file_arg, add_table_args, local_state, table_store
 from interlude.cli.operate import add_key_endpoint_args
 from interlude.config.local import cli_settings
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = keys.add_parser("list", help="the tenant's keys, oldest first (metadata; never secrets)")
     listing.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
-    listing.add_argument("--limit", type=int, default=100, choices=range(1, 101), metavar="1..100")
+    listing.add_argument("--limit", type=count_between(1, 100), default=100, metavar="1..100")
     listing.add_argument("--cursor", help="the cursor a previous page printed")
     add_table_args(listing)
     add_key_endpoint_args(listing)

@@ -16,12 +16,14 @@ import time
 from typing import Any
 
 from interlude import wiring
-from interlude.cli.client import CliError, table
+from interlude.cli.client import CliError, count_between, table
 from interlude.cli.deployment import stack_output
 from interlude.cli.local import add_local_args
 
 # How long `delete` sleeps between calls while the deletion waits for work in flight to end.
 POLL_S = 5.0
+# How much longer than the function's timeout a call's answer is waited for (the invocation's own overheads).
+ANSWER_MARGIN_S = 30
 MEASURES = (("lifecycles", "RUNS STARTED"), ("decisions", "DECISIONS"), ("notifications", "NOTIFICATIONS"))
 
 
@@ -34,7 +36,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--subject", default="admin", help="who holds the first admin key (default: admin)")
     create.add_argument("--scopes", default=",".join(wiring.ALL_SCOPES), help="its scopes, comma-separated (default: all)")
     listing = commands.add_parser("list", help="tenants with their usage this month")
-    listing.add_argument("--limit", type=int, default=50, choices=range(1, 201), metavar="1..200")
+    listing.add_argument("--limit", type=count_between(1, 200), default=50, metavar="1..200")
     listing.add_argument("--after", help="the tenant the previous page ended with")
     suspend = commands.add_parser("suspend", help="refuse every request of a tenant and hold its work")
     suspend.add_argument("tenant", metavar="TENANT")
@@ -83,10 +85,21 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def operator_client(endpoint: str | None = None) -> Any:
+    """The Lambda client a call of the operator surface is made with. It waits as long as the function may run (a
+    deletion's call takes up to its timeout less a minute; the SDK's default gives up after 60 s) and sends each call
+    once: a call sent again behind the operator's back would create a tenant twice (the first admin key, shown once,
+    lost) or run a deletion's call beside itself. A call that fails is said in one line; the operator runs it again."""
+    import boto3
+    from botocore.config import Config
+
+    waited = wiring.function(wiring.OPERATOR_FUNCTION).timeout_s + ANSWER_MARGIN_S
+    config = Config(read_timeout=waited, retries={"total_max_attempts": 1})
+    return boto3.client("lambda", endpoint_url=endpoint, config=config)
+
+
 def _invoker(args: argparse.Namespace) -> Any:
     """A function of one request to the `admin` function's answer (a refusal raises CliError)."""
-    import boto3
-
     if args.local:
         from interlude.cli.local import local_state, use_local_stack
         from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX
@@ -95,15 +108,23 @@ def _invoker(args: argparse.Namespace) -> Any:
         endpoint = local_state(args).get("lambdaEndpoint")
         if not endpoint:
             raise CliError("this local stack serves no operator surface (started by an older Interlude?)")
-        client, name = boto3.client("lambda", endpoint_url=endpoint), f"{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUNCTION}"
+        client, name = operator_client(endpoint), f"{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUNCTION}"
     else:
         name = stack_output(args, wiring.OUTPUT_ADMIN_FUNCTION) or ""
         if not name:
             raise CliError("name the deployment with --stack (or $INTERLUDE_STACK), or use --local")
-        client = boto3.client("lambda")
+        client = operator_client()
 
     def invoke(request: dict[str, Any]) -> dict[str, Any]:
-        got = client.invoke(FunctionName=name, Payload=json.dumps(request).encode())
+        from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+
+        try:
+            got = client.invoke(FunctionName=name, Payload=json.dumps(request).encode())
+        except (ConnectionClosedError, ReadTimeoutError):
+            raise CliError(
+                f"the answer to `{request['operation']}` was lost on the way: it may have been done; "
+                "`interlude tenants list` shows where each tenant stands (a deletion or a resume goes on when run again)"
+            ) from None
         answer: dict[str, Any] = json.loads(got["Payload"].read() or b"{}")
         if got.get("FunctionError"):
             raise CliError(f"the operator surface failed: {answer.get('errorMessage', answer)}")
@@ -155,7 +176,9 @@ def _report(answer: dict[str, Any]) -> str:
         ("of which API keys", report.get("apiKeys")),
         ("secrets deleted", report.get("secrets")),
         ("schedules deleted", report.get("schedules")),
+        ("live connections closed", report.get("liveConnections")),
         ("passes over the table", report.get("passes")),
+        ("items read in them", report.get("itemsRead")),
         ("started", report.get("startedAt")),
         ("finished", report.get("finishedAt")),
     ]

@@ -27,6 +27,8 @@ SURFACES = {
     "token": "through a link",
     "slack": "in Slack",
     "cli": "from the command line",
+    # The operator surface (`interlude tenants`): the service's operator, not one of the tenant's people.
+    "admin": "running this service",
     "run": "by the run",
 }
 

@@ -1,0 +1,373 @@
+"""A hostile pass over what a platform operator relies on (the operator CLI, a tenant's lifecycle, retention,
+migrations): each test says what such an operator counts on, through the real handlers over moto, the real CLI in a
+process of its own where it talks to something, and loopback servers standing in for AWS only where moto has none."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import boto3
+import pytest
+
+from interlude import migrations, wiring
+from interlude.adapters.delivery.signing import ensure_secret
+from interlude.adapters.notify.slack_settings import store_slack
+from interlude.adapters.tenant_outside import TenantOutside
+from interlude.cli.main import main as cli_main
+from interlude.config.actions import action_settings
+from interlude.config.delivery import delivery_settings
+from interlude.domain import clock
+from interlude.domain.ids import secret_name, to_wire
+from interlude.domain.models.webhooks import RegisterWebhookRequest
+from interlude.local import lambda_runtime
+from interlude.rules.retention import DAY_S, run_expiry
+from interlude.store.checkpoints import MIGRATION_PK
+from interlude.store.facade import Store
+from interlude.store.layout import run_pk
+from interlude.store.migrations import LEASE_S, MigrationStore
+from interlude.store.tenants import TenantRecords
+from tests.integration import test_actions as actions_tests
+from tests.integration import test_migrations as migrations_tests
+from tests.integration import test_tenant_lifecycle as lifecycle_tests
+from tests.integration.conftest import state_of
+from tests.integration.test_tenant_lifecycle import Tenant, call, naming, operator, secrets_naming, wiring_tables
+from tests.support.moto_world import TABLE
+from tests.support.stream import Stream
+
+env = lifecycle_tests.env  # the tenant lifecycle's world: a tenant's status read afresh, no deletion grace
+live = lifecycle_tests.live  # the WebSocket API's gateway, its management endpoint known to the admin function
+
+
+def deleted(tenant: str) -> dict[str, Any]:
+    """The operator's deletion of a suspended tenant, called until it is done (each call as the CLI makes it)."""
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    for _ in range(200):
+        answer: dict[str, Any] = admin.perform({"operation": "delete", "tenant": tenant}, lambda: True)
+        if answer["done"]:
+            return answer
+    raise AssertionError(f"the deletion of {tenant} never ended")
+
+
+# -- a tenant's deletion leaves nothing of it ----------------------------------------------------------------------
+
+
+# A world of its own: the deletion reads the whole table.
+@pytest.mark.private_world
+def test_a_deleted_tenant_leaves_none_of_the_secrets_it_came_to_hold(env, monkeypatch):
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    gone = Tenant(f"{env.tenant}-secrets")
+    secrets = boto3.client("secretsmanager")
+    # Given every kind of secret a tenant comes to hold: its Slack credential (as its route stores it) and its Slack
+    # app's signing secret (set through the API), its webhook signing secret and a subscription's (made by the
+    # deployment), an action's (made by its operator under the deployment's prefix)
+    store_slack(gone.name, {"botToken": "xoxb-1"})
+    signing = call(
+        "PUT", "/tenant/notifications/slack/signing-secret", gone.key, {"signingSecret": "0123456789abcdef" * 2}
+    )
+    assert signing.status == 200, signing.text
+    ensure_secret(secrets, secret_name(delivery_settings().secret_prefix, gone.name))
+    hook = RegisterWebhookRequest.model_validate({"url": "http://127.0.0.1:9/hook", "events": ["run.completed"]})
+    gone.services.webhooks.register(gone.principal, hook)
+    secrets.create_secret(Name=secret_name(action_settings().secret_prefix, gone.name, "stripe"), SecretString="{}")
+    held = secrets_naming(gone.name)
+    assert len(held) == 5, held
+    # When the operator suspends and deletes it
+    operator("suspend", tenant=gone.name)
+    report = deleted(gone.name)["report"]
+    # Then no secret of it is left, and the report counts each
+    assert secrets_naming(gone.name) == []
+    assert report["secrets"] == len(held)
+
+
+class Crashing:
+    """Each named step of a deletion's outside work and of its table's deletes does its work, then, the first time,
+    fails as an invocation cut short there would (a throttled call, a timeout)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[Any, str]]) -> None:
+        self.crashed: list[str] = []
+        for owner, name in steps:
+            self._wrap(monkeypatch, owner, name)
+
+    def _wrap(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
+        real = getattr(owner, name)
+
+        def crashing(this: Any, *args: Any, **kwargs: Any) -> Any:
+            done = real(this, *args, **kwargs)
+            if name not in self.crashed:
+                self.crashed.append(name)
+                raise TimeoutError(f"the invocation stopped after {name}")
+            return done
+
+        monkeypatch.setattr(owner, name, crashing)
+
+
+# A world of its own: the deletion reads the whole table.
+@pytest.mark.private_world
+def test_a_deletion_cut_short_after_any_step_leaves_nothing_and_closes_every_live_connection(env, monkeypatch, live):
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    gone = Tenant(f"{env.tenant}-crash")
+    stream = Stream(wiring_tables()[0])
+    waiting = gone.start("timed")
+    stream.settle()
+    store_slack(gone.name, {"botToken": "xoxb-1"})
+    # Given a live connection following its waiting run
+    following, _ = live.connect(gone.key)
+    live.say(following, action="subscribe", runId=to_wire(waiting))
+    operator("suspend", tenant=gone.name)
+    # When every step of its deletion is cut short once, just after it did its work (the CLI calls again each time)
+    crashes = Crashing(
+        monkeypatch,
+        [
+            (TenantOutside, "delete_schedules"),
+            (TenantOutside, "delete_secrets"),
+            (TenantOutside, "close_connections"),
+            (TenantRecords, "delete"),
+        ],
+    )
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    answer: dict[str, Any] = {"done": False}
+    for _ in range(50):
+        try:
+            answer = admin.perform({"operation": "delete", "tenant": gone.name}, lambda: True)
+        except TimeoutError:
+            continue
+        if answer["done"]:
+            break
+    assert answer["done"], answer
+    assert sorted(crashes.crashed) == ["close_connections", "delete", "delete_schedules", "delete_secrets"]
+    # Then nothing of the tenant is left but its tombstone, no secret of it
+    (tombstone,) = naming(gone.name)
+    assert tombstone["pk"]["S"] == "TENANTS"
+    assert naming(gone.name, wiring_tables()[1]) == []
+    assert secrets_naming(gone.name) == []
+    # and the live connection that followed its run was closed (a connection left open would outlive its tenant)
+    assert live.connection(following).closed
+
+
+# -- the operator CLI: one clear line, never a flood, never a call made twice -------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["tenants", "list", "--limit", "0"], ["keys", "list", "--limit", "500"]])
+def test_an_out_of_range_limit_is_refused_in_one_short_line_naming_the_range(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli_main(argv)
+    assert exited.value.code != 0
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--limit" in said
+    # the range as a person writes it, not every number in it
+    assert len(said) < 160, said
+    assert "1 to" in said
+
+
+class FakeLambda:
+    """A loopback Lambda Invoke endpoint that takes each invocation and drops the connection without an answer, as a
+    network does when a long call's answer is lost: how many invocations reached it."""
+
+    def __init__(self) -> None:
+        self.invocations = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                owner.invocations += 1
+                self.close_connection = True
+                self.connection.shutdown(2)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture
+def fake_lambda() -> Iterator[FakeLambda]:
+    endpoint = FakeLambda()
+    yield endpoint
+    endpoint.stop()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INTERLUDE_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "interlude.cli", *args], env=environment, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_an_operator_call_whose_answer_is_lost_is_made_once_and_said_in_one_line(fake_lambda, tmp_path):
+    # A local stack's state file naming the Lambda endpoint `interlude tenants --local` invokes
+    state = tmp_path / "local.json"
+    state.write_text(json.dumps({"lambdaEndpoint": fake_lambda.url, "motoEndpoint": fake_lambda.url}))
+    done = run_cli("tenants", "suspend", "acme", "--local", "--state-file", str(state))
+    # The call reached the function once: an operator's call is never sent again behind their back (a create sent
+    # twice loses the key shown once; a deletion's call twice runs beside itself)
+    assert fake_lambda.invocations == 1
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    # and the operator is told the call may have been done, and how to see where the tenant stands
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("interlude: the answer to `suspend` was lost")
+    assert "interlude tenants list" in line
+
+
+def test_an_operator_call_is_waited_for_as_long_as_the_function_may_run():
+    from interlude.cli import tenants
+
+    (admin,) = [f for f in wiring.FUNCTIONS if f.name == wiring.OPERATOR_FUNCTION]
+    client = tenants.operator_client("http://127.0.0.1:9")
+    # A deletion's call takes up to the function's timeout less a minute: the CLI does not give up on it before
+    assert client.meta.config.read_timeout >= admin.timeout_s
+
+
+# -- retention: every item of a finished run expires with it, however it came to end ---------------------------------
+
+aws = actions_tests.aws  # moto's queues, the actions worker's backoff at 0
+actions_services = actions_tests.services
+receiver = actions_tests.receiver
+
+
+def partition(run_id: str) -> list[dict[str, Any]]:
+    pages = (
+        boto3.client("dynamodb")
+        .get_paginator("query")
+        .paginate(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}},
+            ConsistentRead=True,
+        )
+    )
+    return [item for page in pages for item in page["Items"]]
+
+
+def expiries(run_id: str) -> dict[str, int | None]:
+    return {
+        item["sk"]["S"]: int(item[wiring.TTL_ATTRIBUTE]["N"]) if wiring.TTL_ATTRIBUTE in item else None
+        for item in partition(run_id)
+    }
+
+
+def test_a_failed_run_retried_weeks_later_that_fails_again_has_every_item_expire_with_its_new_end(
+    actions_services, admin, aws, receiver, monkeypatch, clock_file
+):
+    services = actions_services
+    monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
+    # Given a run whose action fails (its URL refused when called), ended soon after its creation: its items keep the
+    # expiry they were written with
+    failing = actions_tests.workflow("{{inputs.orderId}}")
+    failing["nodes"], failing["edges"] = failing["nodes"][:2], failing["edges"][:1]
+    run_id = actions_tests.approved_run(services, admin, failing, order=receiver.url())
+    actions_tests.settle(aws)
+    assert state_of(services, run_id).status == "failed"
+    # When its operator retries the action three weeks later, and it fails again
+    clock.advance(clock_file, 21 * DAY_S)
+    services.replay.retry_action(admin, run_id, "refund")
+    actions_tests.settle(aws)
+    state = state_of(services, run_id)
+    assert state.status == "failed"
+    # Then the run expires its tenant's retentionDays after its new end, and every item of it with it (none before:
+    # a run whose head is read while its history is gone; none never)
+    ends = run_expiry(state.completedAt, services.limiter.retention_days(admin.tenant), clock.now())
+    found = expiries(run_id)
+    assert found["RUN"] == ends
+    early = {sk: ttl for sk, ttl in found.items() if ttl is None or ttl < ends}
+    assert early == {}
+
+
+# -- migrations: a deploy's turns cut anywhere end where one uninterrupted run ends ------------------------------------
+
+made_history = migrations_tests.made_history  # runs, gates, workflows and keys as written before their listings
+history = migrations_tests.history
+moments = migrations_tests.moments
+
+
+def both_tables(world: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every item of the deployment's two tables but the migrations' own checkpoints (their counts and times say how
+    the runs went, not what they left), in key order."""
+    scan = boto3.client("dynamodb").get_paginator("scan").paginate
+    return {
+        name: sorted(
+            (item for page in scan(TableName=name, ConsistentRead=True) for item in page["Items"]),
+            key=lambda item: (item["pk"]["S"], item["sk"]["S"]),
+        )
+        for name in (world.table, world.entries_table)
+    }
+
+
+def taken_back(world: Any, items: list[dict[str, Any]]) -> None:
+    """Both tables as the history left them: emptied, then its items put back."""
+    client = boto3.client("dynamodb")
+    for name, found in both_tables(world).items():
+        for item in found:
+            client.delete_item(TableName=name, Key={"pk": item["pk"], "sk": item["sk"]})
+    migrations_tests.batch_write(world, [{"PutRequest": {"Item": item}} for item in items])
+
+
+def without_checkpoints(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    return {name: [i for i in found if i["pk"]["S"] != MIGRATION_PK] for name, found in tables.items()}
+
+
+def one_page() -> Callable[[], bool]:
+    """A turn's time, as `more_time()` sees it: enough to begin, then none after its first page."""
+    asked = iter([True])
+    return lambda: next(asked, False)
+
+
+@pytest.mark.private_world
+def test_migrations_cut_at_every_page_boundary_leave_the_table_one_uninterrupted_run_leaves(
+    history, world, moments, monkeypatch
+):
+    store = Store(world.table, world.entries_table)
+
+    def now() -> Any:
+        return moments[-1]
+
+    # Given the table one uninterrupted run of every migration leaves (pages of four items)
+    assert migrations.run_pending(store, "deploy", page_items=4, clock=now).complete
+    whole = without_checkpoints(both_tables(world))
+    # When, from the same history, every turn is a new runner that takes one page and is cut: in turn after its page's
+    # writes and before its checkpoint (an invocation that died), and after its checkpoint (its time ran out); each
+    # next turn once the cut one's lease lapsed, as the migrate function's queued turns come
+    taken_back(world, history["items"])
+    recorded = MigrationStore.record_page
+    died: list[int] = []
+
+    def dying(self: MigrationStore, *args: Any, **kwargs: Any) -> Any:
+        if len(died) % 2 == 0:
+            died.append(1)
+            raise TimeoutError("the invocation died after its page's writes")
+        died.append(0)
+        return recorded(self, *args, **kwargs)
+
+    monkeypatch.setattr(MigrationStore, "record_page", dying)
+    for turn in range(2000):
+        moments.append(moments[-1] + timedelta(seconds=LEASE_S + 1))
+        try:
+            outcome = migrations.run_pending(store, f"turn-{turn}", more_time=one_page(), page_items=4, clock=now)
+        except TimeoutError:
+            continue
+        if outcome.complete:
+            break
+    else:
+        raise AssertionError("the migrations never ended")
+    # Then the table is the one the uninterrupted run left, item for item
+    assert sum(died) > 20
+    assert without_checkpoints(both_tables(world)) == whole
+    checkpoints = MigrationStore(world.table, boto3.client("dynamodb"), world.entries_table).checkpoints()
+    assert {checkpoint["state"] for checkpoint in checkpoints.values()} == {"done"}
