@@ -456,8 +456,7 @@ def notices_delivered(api: Api, runs: dict[str, str], named: dict[str, str], bod
     # A notice the newer release dead-lettered on its message's last receive (since 0.12.0: a line without an attempt)
     given_up = attempts(named["givenUp"]) if "givenUp" in named else []
     ended = [a["noticeId"] for a in given_up if a.get("final")]
-    given_up_path = f"/runs/{wire(runs[named.get('givenUp', 'dead')])}/deliveries/{ended[0]}/retry" if ended else None
-    given_up_replay = api.ok("POST", given_up_path) if given_up_path else None
+    given_up_replay = api.ok("POST", f"/runs/{wire(runs[named['givenUp']])}/deliveries/{ended[0]}/retry") if ended else None
     url = os.environ[wiring.queue("callbacks").url_env]
     for body in bodies:
         boto3.client("sqs").send_message(QueueUrl=url, MessageBody=body)
