@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from interlude import config, wiring
 from interlude.adapters.delivery.notices import notice_id
@@ -481,3 +482,30 @@ def test_a_transitions_notices_dead_lettered_on_their_last_receive_are_each_list
         ("succeeded", 2),
         ("succeeded", 1),
     ]
+
+
+def test_a_notice_whose_record_cannot_be_written_on_its_last_receive_is_kept_as_queued_without_its_link(
+    services, admin, aws, receiver, monkeypatch
+):
+    # Given a gate's notice whose invocations never have time for its dial, and a table refusing its record's write
+    start_gate_run(services, admin, receiver.url())
+    Stream(TABLE).pump()
+
+    def refused(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}}, "UpdateItem")
+
+    monkeypatch.setattr(DeliveryStore, "dead_unattempted", refused)
+    with monkeypatch.context() as hurried:
+        hurried.setattr(lambda_runtime.LambdaContext, "get_remaining_time_in_millis", lambda self: 1_000)
+
+        # When SQS hands its message out as many times as the queue allows
+        handed = mapped_until_gone(aws["callbacks"], "callbacks")
+
+    # Then the dead letters keep the message as queued, to be sent back once the table takes writes again, without
+    # its decision link (beside the notice's content-free dead letter, sent before its record was to be written)
+    kept = [json.loads(m["Body"]) for m in queued(aws["callbacks-dlq"])]
+    (as_queued,) = [m for m in kept if "notice" in m]
+    assert as_queued["notice"]["id"] == json.loads(handed[0])["notice"]["id"]
+    assert not {"token", "intent", "expiresAt"} & set(as_queued["notice"])
+    assert all("/interrupts/" not in json.dumps(m) for m in kept)
+    assert receiver.hits == []
