@@ -32,8 +32,8 @@ with importing():
     from interlude.domain.errors import DomainError, Invalid
     from interlude.domain.models import operator
     from interlude.domain.validation import parse
+    from interlude.store.facade import Store
     from interlude.store.tenants import TenantRecords
-    from interlude.store.transactions import TransactionalTable
 
     logger = Logger(service="interlude-admin")
     config.check()
@@ -45,7 +45,7 @@ MARGIN_MS = 60_000
 @cache
 def lifecycle() -> TenantLifecycle:
     cfg = settings()
-    store = TransactionalTable(cfg.table_name, cfg.entries_table_name)
+    store = Store(cfg.table_name, cfg.entries_table_name)
     connections = ApiGatewayConnections(cfg.live_endpoint) if cfg.live_endpoint else None
     outside = TenantOutside(store, scheduler.from_env(), sdk_clients.client("secretsmanager"), clock.now, connections)
     return TenantLifecycle(store, TenantRecords(store), outside, clock.now, cfg.tenant_deletion_grace_seconds)

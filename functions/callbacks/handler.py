@@ -21,8 +21,7 @@ with importing():
     from interlude.adapters.batch import CountingBatchProcessor, side_by_side
     from interlude.adapters.delivery.retry import message_ids
     from interlude.adapters.delivery.signing import SecretCache
-    from interlude.adapters.delivery.worker import Worker
-    from interlude.adapters.held_work import admitted, message_body, queue_destination
+    from interlude.adapters.delivery.worker import HELD, Worker
     from interlude.adapters.leased_work import RetryLater
     from interlude.config import settings
     from interlude.config.delivery import delivery_settings
@@ -30,7 +29,7 @@ with importing():
     from interlude.domain import clock
     from interlude.store.deliveries import DeliveryStore
     from interlude.store.table import Table
-    from interlude.store.tenant_standing import TenantStanding, standing_of
+    from interlude.store.tenant_standing import standing_of
     from interlude.wiring import CALLBACK_BATCH_SIZE
 
     logger = Logger(service="interlude-callbacks")
@@ -58,12 +57,8 @@ def worker() -> Worker:
             sdk_clients.client("secretsmanager"), cfg.secret_prefix, kms_key_id=created.kms_key_id, tags=created.tags
         ),
         settings=cfg,
+        standing=standing_of(tables(), clock.now),
     )
-
-
-@cache
-def standing() -> TenantStanding:
-    return standing_of(tables(), clock.now)
 
 
 def deliver(record: dict[str, Any]) -> str:
@@ -74,14 +69,13 @@ def deliver(record: dict[str, Any]) -> str:
     ids = message_ids(body)
     logger.thread_safe_append_keys(runId=ids.get("runId"), noticeId=ids.get("noticeId"), correlation_id=ids.get("noticeId"))
     try:
-        if not admitted(standing(), queue_destination("callbacks"), message_body(body)):
-            return "held"
         try:
             outcome = worker().handle(record)
         except RetryLater:
             metrics.count("CallbackNotices", outcome="failed")
             raise
-        metrics.count("CallbackNotices", outcome=outcome)
+        if outcome != HELD:  # counted as TenantWork (interlude.adapters.held_work)
+            metrics.count("CallbackNotices", outcome=outcome)
         return outcome
     finally:
         logger.thread_safe_remove_keys(["runId", "noticeId", "correlation_id"])

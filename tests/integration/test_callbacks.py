@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from interlude import config, wiring
 from interlude.adapters.delivery.notices import notice_id
@@ -19,15 +20,17 @@ from interlude.config.delivery import DeliverySettings
 from interlude.domain.errors import Invalid
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
 from interlude.store.deliveries import DeliveryStore
 from interlude.store.facade import Store
-from tests.integration.conftest import tenant_of_test
+from tests.integration.conftest import new_api_key, tenant_of_test
+from tests.integration.test_tenant_lifecycle import call
 from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.logs import function_log
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
-from tests.support.queues import drain, queued
+from tests.support.queues import drain, mapped, mapped_until_gone, queued
 from tests.support.receiver import Receiver, delivering_to_loopback, verify
 from tests.support.stream import Stream, dispatch
 
@@ -377,3 +380,132 @@ def test_a_failed_dispatch_record_is_logged_with_its_run_id_as_correlation_id(se
     (failure,) = [line for line in lines if line["level"] == "ERROR"]
     assert failure["correlation_id"] == run_id == failure["runId"]
     assert "CALLBACK_QUEUE_URL is not set" in failure["exception"]
+
+
+# --- a delivery dead-lettered on its message's last receive ----------------------------------------------------------
+
+
+def listed_deliveries(services, run_id: str) -> list[dict]:
+    """GET /runs/{runId}/deliveries through the real api handler, as the run's tenant reads it."""
+    got = call("GET", f"/runs/{wire(run_id)}/deliveries", new_api_key(services, "reader", scopes=["runs:read"]))
+    assert got.status == 200, got.text
+    deliveries: list[dict] = got.json()["deliveries"]
+    return deliveries
+
+
+def test_a_notice_dead_lettered_on_its_last_receive_is_listed_dead_with_its_attempts_and_is_replayed(
+    services, admin, aws, receiver, monkeypatch
+):
+    # Given a run whose gate's notice failed twice at its receiver
+    receiver.script[:] = [500, 503]
+    run_id = start_gate_run(services, admin, receiver.url())
+    Stream(TABLE).pump()
+    mapped(aws["callbacks"], "callbacks", 2)
+    assert len(receiver.hits) == 2
+    # And invocations that never again have time left for its dial (each receive answers "not now", no attempt made)
+    with monkeypatch.context() as hurried:
+        hurried.setattr(lambda_runtime.LambdaContext, "get_remaining_time_in_millis", lambda self: 1_000)
+
+        # When SQS hands its message out as many times as the queue allows
+        mapped_until_gone(aws["callbacks"], "callbacks")
+
+    # Then the run's deliveries list its two attempts and, after them, that it was dead-lettered without another
+    listed = listed_deliveries(services, run_id)
+    seen = [(d.get("attempt"), d["status"], d.get("httpStatus"), d["errorClass"], d.get("final", False)) for d in listed]
+    assert seen == [
+        (1, "failed", 500, "http_status", False),
+        (2, "failed", 503, "http_status", False),
+        (None, "failed", None, "receives_exhausted", True),
+    ]
+    # And the dead letters name it with its two attempts, and no decision link
+    (dead,) = queued(aws["callbacks-dlq"])
+    record = json.loads(dead["Body"])
+    assert (record["noticeId"], record["attempts"]) == (listed[0]["noticeId"], 2)
+    assert "/interrupts/" not in dead["Body"]
+
+    # When its tenant sends it again (the receiver is back), through the replay route
+    replayed = call("POST", f"/runs/{wire(run_id)}/deliveries/{listed[0]['noticeId']}/retry", new_api_key(services))
+    assert replayed.status == 200, replayed.text
+    assert (replayed.json()["status"], replayed.json()["attempt"]) == ("queued", 3)
+    drain(aws)
+
+    # Then it is delivered, with a decision link that works, and listed as delivered by its third attempt
+    notice = verify(tenant_secret(), receiver.hits[-1])
+    assert receiver.hits[-1].headers["webhook-id"] == listed[0]["noticeId"]
+    decided = call("POST", f"/interrupts/{notice['token']}", body={"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    last = listed_deliveries(services, run_id)[-1]
+    assert (last["attempt"], last["status"], last.get("final", False)) == (3, "succeeded", False)
+
+
+def test_a_transitions_notices_dead_lettered_on_their_last_receive_are_each_listed_dead_and_replayed_together(
+    services, admin, aws, receiver, monkeypatch
+):
+    # Given a run whose raise was delivered, then decided as it ends: the decision's and the end's notices delivered
+    # together, the first failing once at its receiver
+    run_id = start_gate_run(services, admin, receiver.url())
+    stream = Stream(TABLE)
+    stream.pump()
+    drain(aws)
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    receiver.script[:] = [500]
+    stream.pump()
+    mapped(aws["callbacks"], "callbacks", 1)
+    # And invocations that never again have time left for a dial
+    with monkeypatch.context() as hurried:
+        hurried.setattr(lambda_runtime.LambdaContext, "get_remaining_time_in_millis", lambda self: 1_000)
+
+        # When SQS hands its message out as many times as the queue allows
+        mapped_until_gone(aws["callbacks"], "callbacks")
+
+    # Then each notice is listed dead after its attempts: the decision's after its one, the end's after none
+    listed = listed_deliveries(services, run_id)
+    ended = {d["type"]: d for d in listed if d.get("final")}
+    assert set(ended) == {"interrupt.resolved", "run.completed"}
+    assert all("attempt" not in d and d["errorClass"] == "receives_exhausted" for d in ended.values())
+    tried = [(d["type"], d.get("attempt"), d["status"]) for d in listed if not d.get("final")]
+    assert tried == [("interrupt.requested", 1, "succeeded"), ("interrupt.resolved", 1, "failed")]
+    # And each has its own dead letter, with the attempts it made
+    dead = {json.loads(m["Body"])["type"]: json.loads(m["Body"])["attempts"] for m in queued(aws["callbacks-dlq"])}
+    assert dead == {"interrupt.resolved": 1, "run.completed": 0}
+
+    # When the end's notice is sent again by its id
+    end = ended["run.completed"]["noticeId"]
+    replayed = call("POST", f"/runs/{wire(run_id)}/deliveries/{end}/retry", new_api_key(services))
+    assert replayed.status == 200, replayed.text
+    drain(aws)
+
+    # Then both are delivered, in order, and listed so
+    assert [verify(tenant_secret(), h)["type"] for h in receiver.hits[-2:]] == ["interrupt.resolved", "run.completed"]
+    last = {d["type"]: d for d in listed_deliveries(services, run_id)}
+    assert [(last[t]["status"], last[t]["attempt"]) for t in ("interrupt.resolved", "run.completed")] == [
+        ("succeeded", 2),
+        ("succeeded", 1),
+    ]
+
+
+def test_a_notice_whose_record_cannot_be_written_on_its_last_receive_is_kept_as_queued_without_its_link(
+    services, admin, aws, receiver, monkeypatch
+):
+    # Given a gate's notice whose invocations never have time for its dial, and a table refusing its record's write
+    start_gate_run(services, admin, receiver.url())
+    Stream(TABLE).pump()
+
+    def refused(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}}, "UpdateItem")
+
+    monkeypatch.setattr(DeliveryStore, "dead_unattempted", refused)
+    with monkeypatch.context() as hurried:
+        hurried.setattr(lambda_runtime.LambdaContext, "get_remaining_time_in_millis", lambda self: 1_000)
+
+        # When SQS hands its message out as many times as the queue allows
+        handed = mapped_until_gone(aws["callbacks"], "callbacks")
+
+    # Then the dead letters keep the message as queued, to be sent back once the table takes writes again, without
+    # its decision link (beside the notice's content-free dead letter, sent before its record was to be written)
+    kept = [json.loads(m["Body"]) for m in queued(aws["callbacks-dlq"])]
+    (as_queued,) = [m for m in kept if "notice" in m]
+    assert as_queued["notice"]["id"] == json.loads(handed[0])["notice"]["id"]
+    assert not {"token", "intent", "expiresAt"} & set(as_queued["notice"])
+    assert all("/interrupts/" not in json.dumps(m) for m in kept)
+    assert receiver.hits == []

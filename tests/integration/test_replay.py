@@ -22,6 +22,7 @@ from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
 from interlude.migrations import sweeps
 from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.facade import Store
@@ -30,7 +31,7 @@ from tests.integration import test_notify_worker as notify
 from tests.integration.conftest import new_api_key, signed_in
 from tests.integration.test_tenant_lifecycle import call
 from tests.support.local_stack import FIXTURES
-from tests.support.queues import drain, queued
+from tests.support.queues import drain, mapped, mapped_until_gone, queued
 from tests.support.receiver import Receiver, delivering_to_loopback
 from tests.support.stream import Stream
 
@@ -114,6 +115,36 @@ def test_a_reopened_delivery_gets_a_round_of_attempts_and_is_replayed_at_most_ma
         replay.retry_webhook_delivery(admin, webhook_id, dead["deliveryId"])
     assert refused.value.code == "interlude.replay_limit_reached"
     assert queued(aws.queues["callbacks"]) == []
+
+
+def test_a_webhook_delivery_dead_lettered_on_its_last_receive_is_listed_with_the_subscription_and_replayed(
+    services, admin, aws, receiver, monkeypatch
+):
+    # Given a subscription's delivery that failed once at its endpoint
+    receiver.script[:] = [500]
+    made = services.webhooks.register(
+        admin, RegisterWebhookRequest.model_validate({"url": receiver.url(), "events": ["interrupt.requested"]})
+    )
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
+    Stream(aws.table).pump()
+    mapped(aws.queues["callbacks"], "callbacks", 1)
+    # And invocations that never again have time left for its dial
+    with monkeypatch.context() as hurried:
+        hurried.setattr(lambda_runtime.LambdaContext, "get_remaining_time_in_millis", lambda self: 1_000)
+
+        # When SQS hands its message out as many times as the queue allows
+        mapped_until_gone(aws.queues["callbacks"], "callbacks")
+
+    # Then the subscription's dead letters list it, with its one attempt and the endpoint's last answer
+    (dead,) = dead_letters(services, admin, made["webhookId"])
+    assert (dead["attempts"], dead["reason"], dead["lastStatus"]) == (1, "retries_exhausted", 500)
+    # And sent again, it is delivered under the same id
+    assert services.replay.retry_webhook_delivery(admin, made["webhookId"], dead["deliveryId"])["attempt"] == 2
+    deliver(aws)
+    assert [h.headers["webhook-id"] for h in receiver.hits] == [receiver.hits[0].headers["webhook-id"]] * 2
+    assert dead_letters(services, admin, made["webhookId"]) == []
 
 
 def test_a_recovery_past_its_limit_is_refused_before_anything_is_sent(services, admin, aws, receiver, monkeypatch):

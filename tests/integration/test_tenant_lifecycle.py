@@ -14,9 +14,13 @@ from urllib.parse import urlencode
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.adapters.notify.messages import RAISED
+from interlude.adapters.notify.messages import queue_message as notification_message
 from interlude.adapters.notify.slack_settings import store_signing_secret
+from interlude.adapters.queues import send_messages
 from interlude.adapters.scheduler.names import BUCKET_PREFIX, tenant_prefix
 from interlude.composition import Services
 from interlude.domain import clock
@@ -32,8 +36,11 @@ from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.facade import Store
 from interlude.store.layout import followers_pk, live_connection_pk, run_pk
 from interlude.store.live import LiveStore
+from interlude.store.tenants import Held, TenantRecords
 from tests.integration.conftest import InProcessApi, clear_of_a_month_end
 from tests.integration.test_live import Live
+from tests.support.queues import drain, mapped_until_gone, queued
+from tests.support.receiver import delivering_to_loopback
 from tests.support.stream import Stream, dispatch
 
 BASE_URL = "https://interlude.example.com"
@@ -319,6 +326,100 @@ def test_a_suspended_tenants_work_is_held_then_goes_on_after_resume_and_its_defe
     assert decided.status == 200, decided.text
     stream.settle()
     assert tenant.status(waiting) == "completed"
+
+
+def held_work(tenant: str) -> list[Held]:
+    return TenantRecords(Store(*wiring_tables())).held(tenant, 100)
+
+
+@pytest.fixture
+def delivering(env, monkeypatch):
+    """Callbacks delivered to a Receiver on loopback (the callbacks worker made afresh under that environment)."""
+    for name, value in delivering_to_loopback(3).items():
+        monkeypatch.setenv(name, value)
+    lambda_runtime.fresh_instances()
+    return env
+
+
+def test_a_suspended_tenants_held_notice_keeps_no_decision_link_and_goes_out_at_its_resume_with_one_that_works(
+    delivering, clock_file, receiver
+):
+    # Given a tenant's run waiting at its gate, its notice queued with a decision link for the callbacks worker
+    tenant = Tenant(f"{delivering.tenant}-c")
+    run_id = tenant.start(callbackUrl=receiver.url())
+    Stream(wiring_table()).settle()
+    # When the tenant is suspended before the worker takes the notice
+    operator("suspend", tenant=tenant.name)
+    drain(delivering.queues)
+
+    # Then the notice is held for the resume, nothing sent, and what is held keeps no decision link
+    assert receiver.hits == []
+    (held,) = held_work(tenant.name)
+    assert held.destination == "queue:callbacks"
+    notice = held.body["notice"]
+    assert (notice["type"], notice["runId"]) == ("interrupt.requested", run_id)
+    assert not {"token", "intent", "expiresAt"} & set(notice)
+    assert set(notice["links"]) == {"run"}
+    assert "/interrupts/" not in json.dumps(held.body)
+
+    # When the tenant is resumed two hours later (a link minted when its gate was raised would have expired)
+    clock.advance(clock_file, 2 * 3600)
+    assert operator("resume", tenant=tenant.name)["handedBack"] == 1
+    drain(delivering.queues)
+
+    # Then the notice goes out, with a link that decides the gate
+    (hit,) = receiver.hits
+    sent = json.loads(hit.body)
+    assert (sent["id"], sent["intent"]) == (notice["id"], "resolve")
+    assert sent["links"]["resolve"] == f"{BASE_URL}/interrupts/{sent['token']}"
+    decided = call("POST", f"/interrupts/{sent['token']}", body={"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    assert tenant.status(run_id) == "completed"
+
+
+def test_a_suspended_tenants_notification_is_held_and_goes_back_to_its_queue_at_the_resume(env):
+    # Given a notification queued for a tenant's gate (the notify function's hold is a transaction that checks the
+    # tenant's standing: its role must allow it, as the callbacks function's must)
+    tenant = Tenant(f"{env.tenant}-n")
+    run_id = tenant.start()
+    interrupt_id = tenant.services.store.get_run(run_id)[0].interrupts["review"].interruptId
+    message = notification_message(tenant.name, run_id, "review", interrupt_id, "alice", RAISED)
+    send_messages(env.queues["notifications"], [message], "notification", tenant.name)
+    # When the tenant is suspended before the notify worker takes it
+    operator("suspend", tenant=tenant.name)
+    QueuePump("notify", env.queues["notifications"]).pump_once()
+    # Then it is held, not lost, and goes back to its queue at the resume
+    assert [h.destination for h in held_work(tenant.name)] == ["queue:notifications"]
+    assert operator("resume", tenant=tenant.name)["handedBack"] == 1
+    assert [json.loads(m["Body"])["interruptId"] for m in queued(env.queues["notifications"])] == [interrupt_id]
+
+
+def test_a_notice_its_suspended_tenant_cannot_hold_leaves_no_decision_link_in_the_dead_letters(
+    delivering, receiver, monkeypatch
+):
+    # Given a suspended tenant's notice queued with a decision link, and a table that refuses every hold of it
+    tenant = Tenant(f"{delivering.tenant}-l")
+    run_id = tenant.start(callbackUrl=receiver.url())
+    Stream(wiring_table()).settle()
+    operator("suspend", tenant=tenant.name)
+
+    def refused(*args: Any, **kwargs: Any) -> bool:
+        throttled = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
+        raise ClientError(throttled, "TransactWriteItems")
+
+    monkeypatch.setattr(TenantRecords, "hold", refused)
+
+    # When SQS hands the message out as many times as the queue allows
+    handed = mapped_until_gone(delivering.queues["callbacks"], "callbacks")
+
+    # Then it was never sent, and the dead letters name the notice (each copy of its message handed out as often as
+    # the queue allows) but keep no decision link
+    assert len(handed) >= wiring.queue("callbacks").max_receive_count
+    assert receiver.hits == []
+    kept = [m["Body"] for m in queued(delivering.queues["callbacks-dlq"]) if run_id in m["Body"]]
+    assert kept
+    token = json.loads(handed[0])["notice"]["token"]
+    assert not [body for body in kept if token in body or "/interrupts/" in body]
 
 
 # A world of its own: the deletion it completes reads the whole table (store/tenants.py), in the shared world every item

@@ -44,7 +44,7 @@ from interlude.store.inbox import ENTRIES_TABLE
 from interlude.store.layout import run_pk
 from tests.support.local_stack import wire
 from tests.support.modulex_example import instructed_example
-from tests.support.queues import drain, queued
+from tests.support.queues import drain, mapped_until_gone, queued
 from tests.support.receiver import Receiver, delivering_to_loopback
 from tests.support.stream import Stream
 
@@ -385,7 +385,21 @@ def notices_in_one_delivery(up: Upgraded, receiver: Receiver, monkeypatch: pytes
         ("dead", a.n(formats.NOTICE_BUNDLES)),
         ("delivered", None),
     ]
-    return {"noticeRuns": {"dead": "new-notices-dead", "queued": "new-notices-queued"}, "callbacksQueued": [message["Body"]]}
+    # And a third run's gate notice dead-lettered on its message's last receive, no attempt made (invocations without time
+    # for its dial): its record dead, and a line without an attempt number saying so (ADR 0190)
+    created = up.http("POST", "/runs", {"workflowId": "approve", "callbackUrl": receiver.url()})
+    assert created[0] == 201, created
+    runs["new-notice-given-up"] = created[1]["runId"]
+    up.settle()
+    with monkeypatch.context() as hurried:
+        hurried.setattr(lambda_runtime.LambdaContext, "get_remaining_time_in_millis", lambda self: 1_000)
+        mapped_until_gone(up.world.queues["callbacks"], "callbacks")
+    given_up = up.http("GET", f"/runs/{wire(runs['new-notice-given-up'])}/deliveries")[1]["deliveries"]
+    assert [(d["type"], d.get("attempt"), d["errorClass"], d["final"]) for d in given_up] == [
+        ("interrupt.requested", None, "receives_exhausted", True)
+    ]
+    named = {"dead": "new-notices-dead", "queued": "new-notices-queued", "givenUp": "new-notice-given-up"}
+    return {"noticeRuns": named, "callbacksQueued": [message["Body"]]}
 
 
 def test_the_previous_release_reads_what_this_one_wrote(
@@ -519,6 +533,13 @@ def test_the_previous_release_reads_what_this_one_wrote(
         ["run.completed", 2, "failed"],
     ]
     assert rolled["replayed"] == "queued"
+    # and listed the notice this release dead-lettered on its message's last receive (a line without an attempt number),
+    # sent it again by its id and delivered it
+    assert rolled["givenUp"] == {
+        "listed": [["interrupt.requested", None, "failed", "receives_exhausted"]],
+        "replayed": "queued",
+        "delivered": True,
+    }
     # Each bundle's record where this release wrote it (the second table, format 11), delivered by the previous release
     # there; a release that writes the first table (0.5.0) made its own again there when its dispatch queued the notices
     # again (docs/adr/0161), one that writes the second (0.6.0 on) met this release's record under the same key

@@ -602,12 +602,18 @@ def test_callback_deliveries_are_said_in_words():
     deliveries = [
         {"at": "t1", "type": "run.completed", "attempt": 1, "status": "failed", "errorClass": "timeout"},
         {"at": "t2", "type": "run.completed", "attempt": 2, "status": "succeeded", "httpStatus": 204},
+        # dead-lettered on its message's last receive: no attempt
+        {"at": "t3", "type": "interrupt.resolved", "status": "failed", "errorClass": "receives_exhausted", "final": True},
     ]
     markup = pages.run(FRAME, run_view(deliveries=deliveries), None)
     table = markup[markup.index('<caption>Delivery attempts</caption>') :]
-    cells = re.findall(r'<td role="cell" data-label="[^"]+">([^<]*)</td>', table)[:10]
-    assert cells == ["t1", "Run completed", "1", "Failed: no answer in time", "", "t2", "Run completed", "2", "Delivered", "204"]
-    for protocol in ("run.completed", "timeout<", "succeeded"):
+    cells = re.findall(r'<td role="cell" data-label="[^"]+">([^<]*)</td>', table)[:15]
+    assert cells == [
+        *("t1", "Run completed", "1", "Failed: no answer in time", ""),
+        *("t2", "Run completed", "2", "Delivered", "204"),
+        *("t3", "Decided", "", "Failed: given up before its attempts ran out", ""),
+    ]
+    for protocol in ("run.completed", "timeout<", "succeeded", "receives_exhausted"):
         assert protocol not in table
 
 
@@ -655,6 +661,9 @@ def test_a_callback_notice_is_dead_while_its_last_attempt_failed_for_good():
     assert not any_dead_notice([failed, {"noticeId": "ntc_1", "attempt": 3, "status": "delivered"}])
     # a webhook subscription's delivery is not the run's callback notice
     assert not any_dead_notice([{**failed, "noticeId": "whd_1"}])
+    # dead-lettered on its message's last receive, after one attempt
+    given_up = {"noticeId": "ntc_1", "status": "failed", "errorClass": "receives_exhausted", "final": True}
+    assert any_dead_notice([{"noticeId": "ntc_1", "attempt": 1, "status": "failed"}, given_up])
 
 
 def test_the_header_names_the_holder_as_the_directory_does_else_the_kind_of_key_never_its_subject():

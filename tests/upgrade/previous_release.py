@@ -453,6 +453,10 @@ def notices_delivered(api: Api, runs: dict[str, str], named: dict[str, str], bod
     refused = [a["noticeId"] for a in dead if a.get("final") and a["status"] != "succeeded"]
     replayed = api.ok("POST", f"/runs/{wire(runs[named['dead']])}/deliveries/{refused[0]}/retry") if refused else None
     found["replayed"] = (replayed or {}).get("status")
+    # A notice the newer release dead-lettered on its message's last receive (since 0.12.0: a line without an attempt)
+    given_up = attempts(named["givenUp"]) if "givenUp" in named else []
+    ended = [a["noticeId"] for a in given_up if a.get("final")]
+    given_up_replay = api.ok("POST", f"/runs/{wire(runs[named['givenUp']])}/deliveries/{ended[0]}/retry") if ended else None
     url = os.environ[wiring.queue("callbacks").url_env]
     for body in bodies:
         boto3.client("sqs").send_message(QueueUrl=url, MessageBody=body)
@@ -460,11 +464,18 @@ def notices_delivered(api: Api, runs: dict[str, str], named: dict[str, str], bod
     for _ in range(50):
         if not pump.pump_once():
             break
+    delivered = (named["dead"], named["queued"])
     found["delivered"] = {
         name: {a["type"] for a in attempts(name) if a["status"] == "succeeded"} >= {"interrupt.resolved", "run.completed"}
-        for name in named.values()
+        for name in delivered
     }
-    found["bundles"] = {name: bundle_statuses(runs[name]) for name in named.values()}
+    found["bundles"] = {name: bundle_statuses(runs[name]) for name in delivered}
+    if "givenUp" in named:
+        found["givenUp"] = {
+            "listed": [[a["type"], a.get("attempt"), a["status"], a.get("errorClass")] for a in given_up],
+            "replayed": (given_up_replay or {}).get("status"),
+            "delivered": any(a["status"] == "succeeded" for a in attempts(named["givenUp"])),
+        }
     return found
 
 

@@ -357,6 +357,9 @@ FUNCTIONS: tuple[Function, ...] = (
             # A webhook replay reads its event; a gate's text a format-9 event holds in its interrupt item is read
             # back in one BatchGetItem (interlude.store.head_parts.event_payloads, ADR 0134).
             "dynamodb:BatchGetItem",
+            # A suspended tenant's message is held (PutItem) in a transaction that checks the tenant is still suspended
+            # (interlude.store.tenants.TenantRecords.hold).
+            "dynamodb:ConditionCheckItem",
         ),
         # Delivery records: read before a dial (GetItem), created by the claim and updated with each attempt and its
         # expiry confirmed (UpdateItem: store/leases writes a ledger item, a new one too, with UpdateItem only); a
@@ -456,6 +459,9 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
+            # A suspended tenant's message is held (PutItem) in a transaction that checks the tenant is still suspended
+            # (interlude.store.tenants.TenantRecords.hold).
+            "dynamodb:ConditionCheckItem",
         ),
         secret_grants=(("SLACK_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
         needs_public_base_url=True,
@@ -543,8 +549,10 @@ FUNCTIONS += (
         ),
         # A tenant's deletion reads the second table whole too and deletes the tenant's items there in batches.
         entries_table_actions=("dynamodb:Scan", "dynamodb:BatchWriteItem"),
-        # A resume hands the work held while the tenant was suspended back to the queue it came from.
+        # A resume hands the work held while the tenant was suspended back to the queue it came from (a callback
+        # notice with a decision link minted anew: the run's head and its creating key read, the key ring's link).
         sends_to=(OUTBOX_QUEUE, "callbacks", "actions", "notifications"),
+        needs_public_base_url=True,
         # A deletion finds the tenant's secrets under each prefix (ListSecrets) and deletes them.
         secret_grants=tuple((key, ("secretsmanager:DeleteSecret",)) for key in TENANT_SECRET_PREFIXES),
         unscoped_actions=("secretsmanager:ListSecrets", "scheduler:ListSchedules"),
@@ -749,7 +757,8 @@ KEY_RING_SECRET = Secret(
     env="KEY_RING_SECRET",
     # dispatch mints the resolve token a callback notice carries (interlude.adapters.delivery.outbox).
     # notify mints each recipient's personal decision link (issue 14).
-    readers=("api", "dispatch", "notify"),
+    # admin mints anew, at a tenant's resume, the links of the notices held without them while it was suspended.
+    readers=("api", "dispatch", "notify", OPERATOR_FUNCTION),
     description="Interlude interrupt token key ring: the current kid signs, every kid held verifies",
 )
 # The audit checkpoint signing key (interlude.adapters.audit_key): signs audit checkpoints and nothing else.
@@ -986,9 +995,10 @@ WEBHOOK_ERRORS = ("validation_error", "id_tenant_mismatch", "not_found")
 # A dead letter sent again (issue 30 item 5): it is not dead (any more), or was sent again the most times one is.
 REPLAY_ERRORS = ("interlude.not_dead_lettered", "interlude.replay_limit_reached")
 RECOVERY_ERRORS = ("interlude.recovery_too_large", "interlude.recovery_running")
-# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding
-# (task_not_claimed is also the answer when the run no longer waits for the task: details.status "cancelled").
-TASK_ERRORS = ("interlude.task_token_invalid", "id_tenant_mismatch", "not_found", "interlude.task_not_claimed")
+# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, or holding no task: its claim ended,
+# it never held one, or it names no task, all answered alike (task_not_claimed is also the answer when the run no longer
+# waits for the task: details.status "cancelled", told only to the task's latest claim).
+TASK_ERRORS = ("interlude.task_token_invalid", "id_tenant_mismatch", "interlude.task_not_claimed")
 TOKEN_ERRORS = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt_already_resolved", "runner_unavailable")
 SSE_EVENTS = Answer(200, "Server-sent events, then a retry hint", schema={"type": "string"}, media=(SSE,))
 LAST_EVENT_ID = Param("Last-Event-ID", "header", {"type": "string"}, "Resume after this event sequence")

@@ -3,7 +3,9 @@ where the work held while it was suspended goes back at its resume, and its sche
 connections, which its deletion removes.
 
 Held work names its destination: `queue:{name}` (a wiring.QUEUES message, sent again under the tenant's group) or
-`deadline` (a schedule's input, handed back to the scheduler due at once, under a name of its own per deferral).
+`deadline` (a schedule's input, handed back to the scheduler due at once, under a name of its own per deferral). A
+callbacks message was held without its notices' decision links (interlude.adapters.delivery.worker): it goes back
+with links minted anew for the gates still open, living from the resume (ADR 0190).
 A tenant's secrets are found under each prefix of wiring.TENANT_SECRET_PREFIXES by name (`{prefix}{tenant}` and
 `{prefix}{tenant}/…`, the tenant written as domain.ids.secret_name writes it), and its webhook subscriptions' by the
 names their items record (a subscription from before names were recorded kept its secret elsewhere).
@@ -14,6 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
+from interlude.adapters.delivery.notices import add_link
+from interlude.adapters.delivery.outbox import link_minter
+from interlude.adapters.delivery.retry import dropped_links, notices_of
 from interlude.adapters.held_work import DEADLINE_DESTINATION, QUEUE_DESTINATION
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler.names import handed_back_name
@@ -26,7 +31,7 @@ from interlude.config.notify import SLACK_SECRET_PREFIX_ENV, SLACK_SIGNING_SECRE
 from interlude.config.queues import queue_settings
 from interlude.domain.clock import Clock
 from interlude.domain.ids import secret_name
-from interlude.store.table import Table
+from interlude.store.facade import Store
 from interlude.store.tenants import Held
 from interlude.store.webhooks import WebhookStore
 
@@ -64,7 +69,7 @@ def queue_url(queue: str) -> str:
 
 class TenantOutside:
     def __init__(
-        self, store: Table, scheduler: Scheduler | None, secrets: Any, clock: Clock, connections: Connections | None
+        self, store: Store, scheduler: Scheduler | None, secrets: Any, clock: Clock, connections: Connections | None
     ) -> None:
         self.store = store
         self.scheduler = scheduler
@@ -80,7 +85,26 @@ class TenantOutside:
             due = self.clock().timestamp() + HAND_BACK_DELAY_S
             self.scheduler.hand_back(handed_back_name(tenant, f"{held.sk}@{held.held_at}"), held.body, due)
             return
-        send_grouped(queue_url(held.destination.removeprefix(QUEUE_DESTINATION)), [(tenant, held.body)], "held message")
+        queue = held.destination.removeprefix(QUEUE_DESTINATION)
+        body = self.linked(held.body) if queue == "callbacks" else held.body
+        send_grouped(queue_url(queue), [(tenant, body)], "held message")
+
+    def linked(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A held callbacks message, each notice of a gate still open with a decision link minted now (as the outbox
+        mints one, for the key that created the run), living from now: however long the suspension, it works. A
+        notice of a gate decided meanwhile goes without one; a link held by a release before this one is replaced."""
+        message = dropped_links(message)
+        asked = [n for n in notices_of(message) if n.get("type") == "interrupt.requested" and n.get("interruptId")]
+        got = self.store.get_run(asked[0]["runId"]) if asked else None
+        if got is None:
+            return message
+        state = got[0]
+        mint = link_minter(self.store, self.clock, state, since=self.clock().timestamp())
+        for notice in asked:
+            interrupt = state.interrupts.get(notice.get("nodeId", ""))
+            if interrupt is not None and interrupt.interruptId == notice["interruptId"]:
+                add_link(notice, interrupt, mint, delivery_settings().public_base_url)
+        return message
 
     def delete_schedules(self, tenant: str) -> int:
         return 0 if self.scheduler is None else self.scheduler.delete_tenant_schedules(tenant)

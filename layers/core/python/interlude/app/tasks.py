@@ -6,7 +6,10 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
   (store.tasks.abandoned_update), so no claim hands one out; the outbox then removes their ready entries.
 * A claim takes a ready task (store/tasks.py) and hands its worker a token naming the run, the node, the visit and
   the attempt, with a nonce only the claimant knows. Every later call must hold the claim: a second completion,
-  a completion after a failure or a lapse, or a stale attempt's token answers 409 interlude.task_not_claimed.
+  a completion after a failure or a lapse, or a stale attempt's token answers 409 interlude.task_not_claimed. Only
+  the token of the task's latest claim (its attempt and nonce, which the task keeps once the claim ended) is told
+  what became of the task (`details`); any other token of the tenant, one naming no task among them, is answered
+  alike and told nothing, so a caller without the claim cannot learn whether a task exists or how it stands (ADR 0194).
 * The first outcome of a claim wins (one conditional write on the task item) and is recorded there, then lands on
   the run (app.actions.finish_action, which ignores a visit that no longer waits). A recorded outcome the run
   never heard (the request died between the two writes) lands when the claim's check fires.
@@ -43,7 +46,7 @@ from interlude.app.caught import caught
 from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.domain.budgets import MAX_VALUE_BYTES, within_budget
 from interlude.domain.clock import Clock, iso_epoch
-from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, run_error
+from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.tasks import WorkerError
 from interlude.domain.written_numbers import OUTCOME_KEY
@@ -99,6 +102,11 @@ def not_claimed(task: Task) -> Conflict:
         {"status": task.status, "attempt": task.attempt},
         code="interlude.task_not_claimed",
     )
+
+
+def holds_nothing() -> Conflict:
+    """What a token that is not the task's latest claim is told (one naming no task too): nothing of the task."""
+    return Conflict("this token holds no task (its claim ended, or was never made)", code="interlude.task_not_claimed")
 
 
 def not_waited(task: Task) -> Conflict:
@@ -176,15 +184,15 @@ class Tasks:
                 store.retire(task_id(run_id, node_id, node.visits))
 
     def _held(self, principal: auth.Principal, token: str) -> tuple[Task, Claim]:
-        """The task a worker's token holds: 403/404 for another tenant's or an unknown task, 409 when the claim is
-        gone."""
+        """The task a worker's token holds: 403 for another tenant's task, 409 when the claim is gone (telling what
+        became of the task only to its latest claim: `holds_nothing`)."""
         tid, claim = read_token(token)
         if tenant_of(tid) != principal.tenant:
             raise Forbidden("the task belongs to another tenant", code="id_tenant_mismatch")
         task = self.tasks.get(tid)
-        if task is None:
-            raise NotFound("no such task")
-        if task.status != "claimed" or task.attempt != claim.attempt or not secrets.compare_digest(task.nonce, claim.nonce):
+        if task is None or task.attempt != claim.attempt or not secrets.compare_digest(task.nonce, claim.nonce):
+            raise holds_nothing()
+        if task.status != "claimed":
             raise not_claimed(task)
         return task, claim
 

@@ -6,7 +6,9 @@ Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with i
                                             sequence (the event it reports) and webhookId (a subscription's
                                             delivery), written by the claim that creates it, so a replay can queue
                                             it again (app.replay); reopenedFrom, reopens, reopenedAt once replayed;
-                                            history: the records of its last KEPT_ATTEMPTS attempts (packed)
+                                            history: the records of its last KEPT_ATTEMPTS attempts (packed), and
+                                            of a dead letter made on its message's last receive: a record without
+                                            an attempt number (`errorClass` RECEIVES_EXHAUSTED, `final`)
   notice bundle  N#{noticeId}+              (format 10, ADR 0155) the notices of one transition to one receiver, under
                                             its first notice's id and a "+" no id holds (so a message of that notice
                                             alone, queued by a release that writes no bundles, keeps its own notice
@@ -27,6 +29,11 @@ Two copies of a notice's message taken at the same moment may both dial (the rec
 the second to record is recorded after the first, and a notice delivered stays delivered. Neither item starts with
 "E#", so the stream filter never passes them.
 
+A message that fails on the last receive its queue allows before its attempts run out (a crash each time, invocations
+without time for the dial) is dead-lettered by its worker without another attempt (`dead_unattempted`): the notice
+state dead, its attempts as they were, and, after its attempts' records, one saying so, which numbers no attempt
+(ADR 0190). Its tenant reads it dead, and replays it as any dead letter.
+
 A bundle's attempt dials its notices in order, each only once the ones before it are settled (delivered, or dead after
 their own round of attempts): a notice delivered is not dialled again by a later attempt, and each notice's attempts,
 round and dead letter are its own, as a notice's alone are. Its record applies each POST's record to the notices as
@@ -45,13 +52,15 @@ from interlude.rules import notice_bundles
 from interlude.store import attributes as a
 from interlude.store import layout
 from interlude.store.layout import FIRST, run_pk
-from interlude.store.leases import Ledger, Writes
+from interlude.store.leases import Claim, Ledger, Writes
 
 # The attempts a delivery keeps on its item: a whole round of them (a replay's round included), the newest last.
 KEPT_ATTEMPTS = wiring.CALLBACK_MAX_ATTEMPTS
 HISTORY = "history"
 NOTICE_SK_PREFIX = "N#"
 BUNDLE = "notices"
+# The error class of the record a dead letter made on its message's last receive leaves (it numbers no attempt).
+RECEIVES_EXHAUSTED = "receives_exhausted"
 # After a bundle's first notice's id in its key: a character no notice id has ([A-Za-z0-9_-]).
 BUNDLE_SK_SUFFIX = "+"
 
@@ -124,6 +133,25 @@ class DeliveryStore(Ledger[Notice]):
             history = notice_bundles.latest_per_notice([*held.get(HISTORY, ()), *records], KEPT_ATTEMPTS)
             return Writes(sets={BUNDLE: a.packed(notices), HISTORY: a.packed(history)})
         return Writes(sets={HISTORY: a.packed([*held.get(HISTORY, ()), {**kept, "attempt": attempt}][-KEPT_ATTEMPTS:])})
+
+    def dead_unattempted(self, ref: Notice, seen: Claim, ended: list[dict[str, Any]], now: float) -> bool:
+        """The delivery `seen` found open (`look`) dead without another attempt, `ended` appended to its history (the
+        record saying so of each of its notices still pending, RECEIVES_EXHAUSTED); a bundle's pending notices dead
+        with it. One write, conditional on the attempts and status it read: False when another copy of its message
+        recorded an attempt meanwhile."""
+        held = seen.held
+        created = self.claiming(ref, seen.attempt, now)
+        if ref.bundled:
+            parts = [p if p.get("status") else {**p, "status": self.DEAD} for p in bundle_parts(ref, held)]
+            history = notice_bundles.latest_per_notice([*held.get(HISTORY, ()), *ended], KEPT_ATTEMPTS)
+            kept = {BUNDLE: a.packed(parts), HISTORY: a.packed(history)}
+        else:
+            kept = {HISTORY: a.packed([*held.get(HISTORY, ()), *ended][-KEPT_ATTEMPTS:])}
+        attempts = seen.attempt - 1
+        sets = {"status": a.s(self.DEAD), "attempts": a.n(attempts), **created.sets, **kept}
+        condition = "#attempts = :previous AND #status = :was"
+        values = {":previous": a.n(attempts), ":was": a.s(str(held.get("status", "")))}
+        return self._write_expiring(ref, held, sets, Writes(created=created.created), ("leaseUntil",), condition, values)
 
     def read(self, ref: Notice) -> dict[str, Any] | None:
         held = super().read(ref)

@@ -47,7 +47,8 @@ def abandoned_update(
     kept = ", ".join(f"#{name} = if_not_exists(#{name}, :{name})" for name in fields)
     update = {
         "Key": a.key(task_pk(pending.effectId), TASK_SK),
-        "UpdateExpression": f"SET #st = :cancelled, {kept} REMOVE nonce",
+        # The claim's nonce stays: its holder is told the task was cancelled (interlude.app.tasks).
+        "UpdateExpression": f"SET #st = :cancelled, {kept}",
         "ExpressionAttributeNames": {"#st": "status", **names},
         "ExpressionAttributeValues": {":cancelled": a.s("cancelled"), **values},
     }

@@ -4,7 +4,8 @@ Items:
   task    T#{tenant}#TK#{opaque}                 TASK     status ready|claimed|completed|failed|cancelled, attempt,
                                                           queue, runId, nodeId, visit, request (what the worker
                                                           gets), nonce + leaseUntil + deadline + checkAt of the
-                                                          standing claim, outcome once settled, readySk (the
+                                                          standing claim (the nonce kept once it ended, until the
+                                                          task is ready again), outcome once settled, readySk (the
                                                           sort key of its ready entry while it is ready)
   ready   T#{tenant}#TASKQ#{queue}#{shard:02d}   {notBefore ms:015d}#{opaque}   taskId, attempt
 
@@ -230,7 +231,8 @@ class TaskStore:
         names: dict[str, str] = {}
         values: dict[str, Any] = {":status": a.s(status), ":outcome": a.as_json(outcome)}
         condition = self._held(claim, names, values) + self._lapsed(lapsed_by, values)
-        return self._update(task_id, "SET #st = :status, outcome = :outcome REMOVE nonce", condition, names, values)
+        # The nonce stays: the claim's holder is still told what became of its task (interlude.app.tasks).
+        return self._update(task_id, "SET #st = :status, outcome = :outcome", condition, names, values)
 
     def requeue(self, task: Task, claim: Claim, not_before: float, lapsed_by: float = 0) -> bool:
         """The attempt ends and the task is ready again at attempt + 1 from `not_before`, its entry written with it."""
@@ -273,7 +275,7 @@ class TaskStore:
             ":cancelled": a.s("cancelled"),
         }
         condition = "#st IN (:ready, :claimed, :completed, :failed)"
-        return self._update(task_id, "SET #st = :cancelled REMOVE nonce", condition, {"#st": "status"}, values)
+        return self._update(task_id, "SET #st = :cancelled", condition, {"#st": "status"}, values)
 
     def retire(self, task_id: str) -> None:
         """The run cancelled the task's node: the task ends cancelled (the run's transaction did so already, unless

@@ -93,16 +93,23 @@ def _interrupt_requested(
     if interrupt is not None and interrupt.key == payload.get("key"):
         notice["interruptId"] = interrupt.interruptId
         if mint is not None:
-            token, expires_at, intent = mint(interrupt)
-            notice["token"] = token
-            notice["intent"] = intent
-            notice["expiresAt"] = datetime.fromtimestamp(expires_at, UTC).isoformat().replace("+00:00", "Z")
-            if public_base_url:
-                url = f"{public_base_url}/interrupts/{token}"
-                # One URL serves all three: GET inspects (JSON) or shows the page (a browser), POST resolves.
-                notice["links"].update({"inspect": url, "page": url, **({"resolve": url} if intent == "resolve" else {})})
+            add_link(notice, interrupt, mint, public_base_url)
     else:
         notice["open"] = False
+
+
+def add_link(notice: dict[str, Any], interrupt: OpenInterrupt, mint: TokenMinter, public_base_url: str) -> None:
+    """The decision link of `interrupt` (open) on its `interrupt.requested` notice: the token, what it may do and until
+    when, and its URLs."""
+    token, expires_at, intent = mint(interrupt)
+    notice["token"] = token
+    notice["intent"] = intent
+    notice["expiresAt"] = datetime.fromtimestamp(expires_at, UTC).isoformat().replace("+00:00", "Z")
+    if public_base_url:
+        url = f"{public_base_url}/interrupts/{token}"
+        # One URL serves all three: GET inspects (JSON) or shows the page (a browser), POST resolves.
+        links = {"inspect": url, "page": url, **({"resolve": url} if intent == "resolve" else {})}
+        notice.setdefault("links", {}).update(links)
 
 
 def _interrupt_resolved(

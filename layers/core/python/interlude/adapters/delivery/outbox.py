@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from interlude.rules.tokens.scheme import Intent
 
 
-def link_minter(keys: KeyLookup, clock: Clock, state: RunState) -> TokenMinter:
+def link_minter(keys: KeyLookup, clock: Clock, state: RunState, since: float | None = None) -> TokenMinter:
     """Links minted for the key that created the run (issue 26, S3): they act for it, so a decision through one is
     that key's (`resolvedBy`), under its eligibility; and they inspect only when it may not decide through the API
-    (it lacks approvals:respond, is revoked or expired) or is not known (a run created before keys were recorded)."""
+    (it lacks approvals:respond, is revoked or expired) or is not known (a run created before keys were recorded).
+    `since` (epoch seconds): when their life starts, where that is after their gate was raised (a notice held while
+    its tenant was suspended, linked anew at the resume: interlude.adapters.tenant_outside)."""
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.config import settings
     from interlude.rules.tokens.issuer import interrupt_token
@@ -41,7 +43,8 @@ def link_minter(keys: KeyLookup, clock: Clock, state: RunState) -> TokenMinter:
         # The token's life starts when the gate was raised, not when this record is handled: a stream record
         # delivered twice queues the very same notice, token included (while the creating key stands as it was).
         raised = datetime.fromisoformat(interrupt.raisedAt.replace("Z", "+00:00")).timestamp()
-        token, expires_at = interrupt_token(ring, state.runId, interrupt, raised, intent, minter=key_id)
+        start = raised if since is None else max(raised, since)
+        token, expires_at = interrupt_token(ring, state.runId, interrupt, start, intent, minter=key_id)
         return token, expires_at, intent
 
     return mint

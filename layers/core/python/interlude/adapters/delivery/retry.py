@@ -69,17 +69,24 @@ def receives(record: dict[str, Any]) -> int:
 
 
 def without_links(body: str) -> dict[str, Any] | None:
-    """A queued message as the dead letters keep it when it fails on its last receive: whole, so an operator can send
-    it back once the cause is fixed, but without its notices' decision links (a bearer credential each); None when
+    """A queued message as the dead letters keep it when it fails on its last receive and its record cannot be written:
+    whole, so an operator can send it back once the cause is fixed, but without its notices' decision links; None when
     the body is no JSON object (no release writes one)."""
     try:
         message = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(message, dict):
-        return None
-    notices = [message.get("notice"), *(message.get("notices") or [])]
-    for notice in (n for n in notices if isinstance(n, dict)):
+    return dropped_links(message) if isinstance(message, dict) else None
+
+
+def notices_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The notices a callbacks message carries: its one, or a transition's (format 10)."""
+    return [n for n in (message.get("notice"), *(message.get("notices") or [])) if isinstance(n, dict)]
+
+
+def dropped_links(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` (a callbacks message), its notices' decision links (a bearer credential each) taken out of it."""
+    for notice in notices_of(message):
         for name in LINK_FIELDS:
             notice.pop(name, None)
         links = notice.get("links")
@@ -90,5 +97,7 @@ def without_links(body: str) -> dict[str, Any] | None:
 
 
 def attempts_made(history: list[dict[str, Any]]) -> int:
-    """The attempts a delivery made, its last attempt's number: its history keeps only the latest attempts."""
-    return max([len(history), *(int(a.get("attempt", 0)) for a in history)])
+    """The attempts a delivery made, its last attempt's number: its history keeps only the latest attempts. A record
+    without a number is no attempt (a dead letter made on its message's last receive: store/deliveries.py)."""
+    numbered = [int(a["attempt"]) for a in history if "attempt" in a]
+    return max([len(numbered), *numbered])

@@ -6,7 +6,8 @@ template's. One attempt checks the callback URL again with the egress guard (res
 with Standard Webhooks headers, POSTs it over a connection pinned to the checked addresses, and records the
 attempt. The dead letter (identity and delivery history, no body, token or secret) goes to the DLQ. A message may carry
 the notices of one transition (format 10, ADR 0155): one delivery whose attempt dials each notice not settled yet, in
-order (store/deliveries.py), each with its own `webhook-id`, attempts and dead letter.
+order (store/deliveries.py), each with its own `webhook-id`, attempts and dead letter. A message that fails on the
+last receive its queue allows is dead-lettered here too, without another attempt (`handle`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from aws_lambda_powertools import Logger
 
 from interlude import wiring
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import attempts_made, dead_letter, receives, without_links
+from interlude.adapters.delivery.retry import attempts_made, dead_letter, dropped_links, receives, without_links
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.adapters.delivery.subscriptions import (
     MESSAGE_KIND,
@@ -32,7 +33,8 @@ from interlude.adapters.delivery.subscriptions import (
     delivery_bytes,
     delivery_headers,
 )
-from interlude.adapters.leased_work import Attempted, LeasedWorker, OutOfTime, Work, retry_after_s
+from interlude.adapters.held_work import admitted, message_body, queue_destination, read_message
+from interlude.adapters.leased_work import DEAD, Attempted, LeasedWorker, OutOfTime, Work, retry_after_s
 from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.caught import caught
 from interlude.config.delivery import DeliverySettings
@@ -42,6 +44,7 @@ from interlude.rules.notice_bundles import applied, bundle_status
 from interlude.store.deliveries import (
     BUNDLE,
     HISTORY,
+    RECEIVES_EXHAUSTED,
     DeliveryStore,
     Notice,
     bundle_parts,
@@ -50,6 +53,7 @@ from interlude.store.deliveries import (
 )
 from interlude.store.layout import message_created_expiry, message_table
 from interlude.store.leases import Claim
+from interlude.store.tenant_standing import TenantStanding
 from interlude.store.webhooks import WebhookStore
 
 logger = Logger(service="interlude-callbacks", child=True)
@@ -69,6 +73,7 @@ LEASE_MARGIN_S = 30.0
 DIAL_MARGIN_S = 5.0
 # Receives SQS allows a message before it moves it, as queued, to the dead letters: notice, decision link and all.
 MAX_RECEIVES = wiring.queue("callbacks").max_receive_count
+HELD = "held"
 
 
 class Unprojectable(Exception):
@@ -107,6 +112,8 @@ class Worker(LeasedWorker[Outgoing]):
     subscription_secret_cache: SubscriptionSecretCache | None = None
     # Seconds left in the invocation (the handler's Lambda context); unbounded outside one.
     time_left_s: Callable[[], float] = field(default=lambda: math.inf)
+    # Whether a message's tenant may act now (None: every tenant may: a worker outside a function).
+    standing: TenantStanding | None = None
 
     CLAIMS = False
     MESSAGE = "callback"
@@ -128,18 +135,70 @@ class Worker(LeasedWorker[Outgoing]):
         return self.subscription_secret_cache
 
     def handle(self, record: dict[str, Any]) -> str:
-        """The message's delivery (LeasedWorker.handle). One that fails on its last receive, its attempts not run out (a
-        crash each time, invocations without time for its dial), is dead-lettered here without its decision links,
-        and taken off the queue, rather than left for SQS to move it to the dead letters as queued."""
+        """The message's delivery (LeasedWorker.handle), once its tenant may act (`tenant_acts`). One that fails on its
+        last receive, its attempts not run out (a crash each time, invocations without time for its dial, a hold that
+        cannot be written), is dead-lettered here and taken off the queue, rather than left for SQS to move it to the
+        dead letters as queued, decision links and all: as its attempts running out would have it
+        (`_dead_unattempted`, ADR 0190), or, when its record cannot be read or written, as queued without its links,
+        to be sent back once the cause is fixed (ADR 0185)."""
         try:
+            if not self.tenant_acts(record["body"]):
+                return HELD
             return super().handle(record)
         except Exception:
-            kept = without_links(record["body"]) if receives(record) >= MAX_RECEIVES else None
+            if receives(record) < MAX_RECEIVES:
+                raise
+            caught(logger, "callback-last-receive", "a message failed on its last receive; dead-lettered")
+            ended = self._dead_unattempted(record)
+            if ended is not None:
+                return ended
+            kept = without_links(record["body"])
             if kept is None:
                 raise
-            caught(logger, "callback-last-receive", "a message failed on its last receive; dead-lettered without its links")
             self._to_dlq(kept)
-            return "dead"
+            return DEAD
+
+    def tenant_acts(self, body: str) -> bool:
+        """Whether the message's tenant may act now; if not, the message was held for its resume (or dropped: the
+        tenant is going). It is held without its notices' decision links, so no credential is kept while the tenant
+        is suspended; its resume mints them anew, living from then (interlude.adapters.tenant_outside, ADR 0190)."""
+        if self.standing is None:
+            return True
+        return admitted(self.standing, queue_destination("callbacks"), dropped_links(message_body(body)))
+
+    def _dead_unattempted(self, record: dict[str, Any]) -> str | None:
+        """The delivery of a message on its last receive dead-lettered without another attempt: each of its notices
+        still pending gets its dead letter and, in its record, the line that says so (no attempt number), and its
+        record is dead, so its tenant reads it dead and may send it again (store/deliveries.py). The outcome; None
+        when it cannot be done (the message is unreadable, its record unread or unwritten, or leased by the release
+        before)."""
+        try:
+            work = self.receive(read_message(record["body"], self.MESSAGE))
+            if isinstance(work, str):
+                return work
+            seen = self.deliveries.look(work.ref, self.clock())
+            if seen.outcome == "settled":
+                return "duplicate"
+            if seen.outcome != "open":
+                return None
+            now = self.clock()
+            if work.parts:
+                parts = zip(bundle_parts(work.ref, seen.held), work.parts, strict=True)
+                kept = seen.held.get(HISTORY, ())
+                pending = [(o, [r for r in kept if r.get("noticeId") == p["id"]]) for p, o in parts if not p.get("status")]
+            else:
+                pending = [(work, self.deliveries.attempts(work.ref.run_id, work.ref.notice_id))]
+            ended = []
+            for outgoing, earlier in pending:
+                given_up = {"status": "failed", "errorClass": RECEIVES_EXHAUSTED, "final": True}
+                line = {**outgoing.fields, "at": iso_epoch(now), **given_up}
+                # Its dead letter before the write that records it: a crash between leaves a duplicate, never none.
+                outgoing.dead([*earlier, line], False)
+                ended.append(line)
+            return DEAD if self.deliveries.dead_unattempted(work.ref, seen, ended, now) else None
+        except Exception:
+            caught(logger, "callback-last-receive-record", "a delivery could not be recorded dead; kept as queued")
+            return None
 
     def receive(self, message: dict[str, Any]) -> Outgoing | str:
         if message.get("kind") == MESSAGE_KIND:

@@ -282,6 +282,8 @@ DELIVERY_FAILURES = {
     "egress_denied": "the address is not one the service may call",
     "unprojectable": "the event could not be sent",
     "internal": "an error of the service",
+    # A dead letter made on its message's last receive, before its attempts ran out (store/deliveries.py): no attempt.
+    "receives_exhausted": "given up before its attempts ran out",
 }
 
 
