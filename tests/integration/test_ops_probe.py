@@ -16,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 from interlude import migrations, wiring
 from interlude.adapters.delivery.signing import ensure_secret
@@ -40,6 +41,7 @@ from tests.integration import test_tenant_lifecycle as lifecycle_tests
 from tests.integration.conftest import state_of
 from tests.integration.test_tenant_lifecycle import Tenant, call, naming, operator, secrets_naming, wiring_tables
 from tests.support.moto_world import TABLE
+from tests.support.queues import queued
 from tests.support.stream import Stream
 
 env = lifecycle_tests.env  # the tenant lifecycle's world: a tenant's status read afresh, no deletion grace
@@ -371,3 +373,62 @@ def test_migrations_cut_at_every_page_boundary_leave_the_table_one_uninterrupted
     assert without_checkpoints(both_tables(world)) == whole
     checkpoints = MigrationStore(world.table, boto3.client("dynamodb"), world.entries_table).checkpoints()
     assert {checkpoint["state"] for checkpoint in checkpoints.values()} == {"done"}
+
+
+class OnePage:
+    """A migrate invocation's context with time for one page: its time is up once it has recorded a page."""
+
+    def __init__(self, recorded: list[str], number: int) -> None:
+        self.aws_request_id = f"turn-{number}"
+        self.recorded = recorded
+        self.pages_before = len(recorded)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000 if len(self.recorded) == self.pages_before else 0
+
+
+@pytest.mark.private_world  # the sweep and the migrations read the whole table
+def test_a_long_sweep_and_migration_go_on_turn_after_turn_without_a_pause(world, monkeypatch):
+    recorded: list[str] = []
+    record_page = MigrationStore.record_page
+
+    def recording(self: MigrationStore, migration_id: str, *args: Any) -> None:
+        record_page(self, migration_id, *args)
+        recorded.append(migration_id)
+
+    monkeypatch.setattr(MigrationStore, "record_page", recording)
+    # A table of three pages of the sweep's
+    filler = [{"PutRequest": {"Item": {"pk": {"S": f"FILLER#{n}"}, "sk": {"S": "X"}}}} for n in range(2 * 1000 + 1)]
+    migrations_tests.batch_write(world, filler)
+    migrate = lambda_runtime.handler_module("migrate")
+    queue = world.queues["migrations"]
+    message: dict[str, Any] | None = {"v": 1, "kind": "retention-sweep", "start": True}
+    pages: dict[str, list[int]] = {"retention-sweep": [], "migrations-turn": []}
+    # When each turn of the daily sweep's pass, then of the migrations, has time for one page, and the queue hands
+    # each turn's message to the function as it queued it
+    while message is not None:
+        before = len(recorded)
+        running = lambda_runtime.CURRENT_FUNCTION.set("migrate")
+        try:
+            migrate.take(SQSRecord({"body": json.dumps(message)}), OnePage(recorded, len(recorded)))
+        finally:
+            lambda_runtime.CURRENT_FUNCTION.reset(running)
+        pages[message["kind"]].append(len(recorded) - before)
+        # Then each next turn is there at once (a turn queued with a delay is not visible yet)
+        waiting = queued(queue)
+        for got in waiting:
+            boto3.client("sqs").delete_message(QueueUrl=queue, ReceiptHandle=got["ReceiptHandle"])
+        message = json.loads(waiting[0]["Body"]) if waiting else None
+        if message is None and not pages["migrations-turn"]:
+            message = {"v": 1, "kind": "migrations-turn"}
+        assert len(waiting) <= 1, waiting
+        assert len(recorded) < 100
+    # and goes on where the last stopped: every turn takes a page (none finds the pass held by the turn before), and
+    # the pass is whole
+    assert len(pages["retention-sweep"]) > 2
+    assert len(pages["migrations-turn"]) >= len(migrations.module_names())
+    assert all(pages["retention-sweep"]), pages
+    assert all(pages["migrations-turn"]), pages
+    checkpoints = MigrationStore(world.table, boto3.client("dynamodb"), world.entries_table).checkpoints()
+    assert {mid: c["state"] for mid, c in checkpoints.items()} == dict.fromkeys(checkpoints, "done")
+    assert set(checkpoints) >= {name.split("_")[0] for name in migrations.module_names()} | {"retention-sweep"}
