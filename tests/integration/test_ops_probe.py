@@ -29,6 +29,7 @@ from interlude.domain import clock
 from interlude.domain.ids import secret_name, to_wire
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.local import lambda_runtime
+from interlude.local.ttl import TtlPump
 from interlude.rules.retention import DAY_S, run_expiry
 from interlude.store.checkpoints import MIGRATION_PK
 from interlude.store.facade import Store
@@ -41,7 +42,8 @@ from tests.integration import test_tenant_lifecycle as lifecycle_tests
 from tests.integration.conftest import state_of
 from tests.integration.test_tenant_lifecycle import Tenant, call, naming, operator, secrets_naming, wiring_tables
 from tests.support.moto_world import TABLE
-from tests.support.queues import queued
+from tests.support.queues import drain, queued
+from tests.support.receiver import Receiver, delivering_to_loopback
 from tests.support.stream import Stream
 
 env = lifecycle_tests.env  # the tenant lifecycle's world: a tenant's status read afresh, no deletion grace
@@ -152,6 +154,52 @@ def test_a_deletion_cut_short_after_any_step_leaves_nothing_and_closes_every_liv
     assert secrets_naming(gone.name) == []
     # and the live connection that followed its run was closed (a connection left open would outlive its tenant)
     assert live.connection(following).closed
+
+
+# -- a deleted tenant's work never comes back -----------------------------------------------------------------------
+
+OLD_TOMBSTONE_S = 14 * DAY_S  # the tombstone's life until 0.12.0: the dead-letter queues' retention, no more
+
+
+# A world of its own: the deletion reads the whole table, and so do the TTL sweep and `naming`.
+@pytest.mark.private_world
+def test_a_deleted_tenants_notice_redriven_from_its_dead_letters_weeks_on_is_dropped(env, monkeypatch, clock_file):
+    for name, value in delivering_to_loopback(2).items():
+        monkeypatch.setenv(name, value)
+    lambda_runtime.fresh_instances()
+    receiver = Receiver().start()
+    try:
+        gone = Tenant(f"{env.tenant}-redriven")
+        # Given a run whose callback notices wait in the dead letters (its receiver was down: kept as they were queued)
+        run_id = gone.start("gate", callbackUrl=receiver.url())
+        Stream(wiring_tables()[0]).settle()
+        callbacks = env.queues["callbacks"]
+        waiting = queued(callbacks)
+        for message in waiting:
+            boto3.client("sqs").delete_message(QueueUrl=callbacks, ReceiptHandle=message["ReceiptHandle"])
+        assert {json.loads(message["Body"])["notice"]["runId"] for message in waiting} == {run_id}
+        # and the tenant deleted
+        operator("suspend", tenant=gone.name)
+        deleted(gone.name)
+        deleted_at = clock.now().timestamp()
+        # When an operator redrives its dead letters just after the tombstone's old life, and again once the tombstone
+        # is gone too (DynamoDB's TTL deleted it)
+        for life in (OLD_TOMBSTONE_S, wiring.TENANT_TOMBSTONE_S):
+            clock.advance(clock_file, deleted_at + life + 3600 - clock.now().timestamp())
+            TtlPump(*wiring_tables()).sweep()
+            for message in waiting:
+                boto3.client("sqs").send_message(QueueUrl=callbacks, MessageBody=message["Body"])
+            drain(env.queues)
+            # Then the notice is dropped: nothing is sent, and nothing of the tenant is written again (no delivery
+            # record, no signing secret) but the tombstone, while it lasts
+            assert receiver.hits == []
+            left = [item["pk"]["S"] for item in naming(gone.name)]
+            assert left == (["TENANTS"] if life < wiring.TENANT_TOMBSTONE_S else []), life
+            assert naming(gone.name, wiring_tables()[1]) == []
+            assert secrets_naming(gone.name) == []
+            assert queued(callbacks) == []
+    finally:
+        receiver.close()
 
 
 # -- the operator CLI: one clear line, never a flood, never a call made twice -------------------------------------------

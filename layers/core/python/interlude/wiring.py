@@ -416,9 +416,10 @@ FUNCTIONS: tuple[Function, ...] = (
         consumes="actions",
         batch_size=1,
         # The effect record and the run's ledger (conditional transactions), the run head and its workflow, the
-        # run's transition; no queries.
+        # run's transition. One Query: whether a tenant without a record holds a key (store/tenant_standing.py).
         table_actions=(
             "dynamodb:GetItem",
+            "dynamodb:Query",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:ConditionCheckItem",
@@ -1987,9 +1988,10 @@ class Schedules(NamedTuple):
     max_retry_attempts: int = 185
     max_event_age_s: int = 24 * 3600
     dead_letter_retention_s: int = 14 * 24 * 3600
-    # Scheduler invokes the target asynchronously: Lambda retries a failed invocation this often, then sends the
-    # event to the target's on-failure queue (kept as long as the dead letters).
+    # Scheduler invokes the target asynchronously: Lambda retries a failed invocation this often, for at most this long
+    # (Lambda's ceiling), then sends the event to the target's on-failure queue (kept as long as the dead letters).
     target_async_retries: int = 2
+    target_async_max_age_s: int = 6 * 3600
     # Environment of the managers, in SchedulerSettings' field order: group, target ARN, role ARN, DLQ ARN.
     environment: tuple[str, ...] = (
         "SCHEDULE_GROUP",
@@ -2002,6 +2004,22 @@ class Schedules(NamedTuple):
 # api schedules the task checks (a claim, and a heartbeat that outruns the last check: interlude.app.tasks); admin hands
 # a resumed tenant's deferred deadlines back to the scheduler and deletes a deleted tenant's schedules (issue 30).
 SCHEDULES = Schedules(target="timeouts", managers=("dispatch", "api", "admin"))
+# How long a schedule's input may still reach its target after it is due: Scheduler retries it max_event_age_s, then it
+# waits in the schedules' dead-letter queue for an operator to replay (a due item is kept as long: store/due_index.py).
+SCHEDULE_INPUT_KEPT_S = SCHEDULES.max_event_age_s + SCHEDULES.dead_letter_retention_s
+# How long a deleted tenant's record stays as its tombstone (interlude.app.tenant_lifecycle, docs/adr/0195): past the
+# longest any part of the deployment may still hand a worker the tenant's work, and a day more. A message's stay in a
+# dead-letter queue counts from its first send (standard queues), and a redrive back to its queue gives it that queue's
+# whole retention again; a schedule's input is retried, then dead-lettered; the timeouts function's failed invocations
+# are kept as long. (The stream's on-failure queue holds a failed batch's shard positions, no work past the stream's
+# 24 hours.) Past it, a tenant with no record and no key is the deleted tenant it was (store/tenant_standing.py), so
+# its work is dropped however late an operator redrives it.
+TENANT_WORK_CARRIED_S = max(
+    *(queue(q.dead_letter).retention_s + q.retention_s for q in QUEUES if q.dead_letter),
+    SCHEDULE_INPUT_KEPT_S,
+    SCHEDULES.target_async_max_age_s + SCHEDULES.dead_letter_retention_s,
+)
+TENANT_TOMBSTONE_S = TENANT_WORK_CARRIED_S + 24 * 3600
 # Deadlines due in one second share schedules (ADR 0132): each is listed in one of this many partitions of its second
 # (interlude.store.due_index), and one schedule per second and shard invokes SCHEDULES.target with the partition. At
 # the goal's 2,000 timed-out gates a second: 250 writes a second to each partition (of 1,000 WRU/s), 8 schedule

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from interlude import wiring
 from interlude.app import audit_entries as audit
 from interlude.domain.clock import Clock, instant, iso
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
@@ -55,9 +56,6 @@ MAX_PAGE = 200
 # Held work handed back per batch, and items a deletion reads per page of its scan.
 HAND_BACK_BATCH = 25
 SCAN_PAGE_ITEMS = 1000
-# How long a deleted tenant's record stays as a tombstone (its report; work still in flight for it is dropped): the
-# longest any message about the tenant may wait in a queue (the dead-letter queues keep theirs 14 days).
-TOMBSTONE_S = 14 * 24 * 3600
 # A month's usage document is closed this long after the month ends (late work counts in the month it is done).
 CLOSE_AFTER = timedelta(days=1)
 # What a deletion leaves by design, named in its report.
@@ -293,7 +291,7 @@ class TenantLifecycle:
         }
         # The report is logged before the record turns into the tombstone: the operator's copy whatever happens next.
         logger.warning("tenant deleted", extra={"report": report})
-        expires = int(self.clock().timestamp()) + TOMBSTONE_S
+        expires = int(self.clock().timestamp()) + wiring.TENANT_TOMBSTONE_S
         self.records.put(stored, DELETED, {"createdAt": stored.record.get("createdAt"), "report": report}, expires)
         return {"tenant": stored.tenant, "status": DELETED, "done": True, "report": report}
 

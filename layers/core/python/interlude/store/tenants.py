@@ -21,7 +21,8 @@ while a tenant is suspended, its usage meters, and the pages of its items a dele
 
 The registry is the operator's: its partition is no tenant's, so a tenant's deletion, which removes every item under
 `T#{tenant}`, the tenant's API keys (`K#…`) and its live connections (`LIVE#…`, each found by its `tenant`), leaves the record as the tombstone that keeps
-the deletion's report and turns away work still in flight for the tenant until it expires.
+the deletion's report and turns away work still in flight for the tenant until it expires (wiring.TENANT_TOMBSTONE_S);
+after, the tenant has neither a record nor a key, and its work is turned away all the same (store/tenant_standing.py).
 """
 
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from interlude.store.layout import (
     FIRST,
     LIVE_CONNECTION_PK_PREFIX,
     LIVE_CONNECTION_SK,
+    keys_index_pk,
     tenant_of_pk,
 )
 from interlude.store.table import BATCH_WRITE_MAX, Table, batch_get, batch_write_all
@@ -127,6 +129,20 @@ class TenantRecords:
         )
         item = got.get("Item")
         return str(item["status"]["S"]) if item and "status" in item else None
+
+    def holds_keys(self, tenant: str) -> bool:
+        """Whether any API key names the tenant (its listing on the inbox index: revoked ones too, until swept)."""
+        index = wiring.INBOX_INDEX
+        got = self.client.query(
+            TableName=self.table,
+            IndexName=index.name,
+            KeyConditionExpression="#gpk = :gpk",
+            ExpressionAttributeNames={"#gpk": index.partition_key},
+            ExpressionAttributeValues={":gpk": a.s(keys_index_pk(tenant))},
+            Select="COUNT",
+            Limit=1,
+        )
+        return bool(got.get("Count"))
 
     def status_and_settings(self, tenant: str) -> tuple[str | None, dict[str, Any] | None]:
         """The tenant's status (as `status` reads it) and its settings (as InteractionStore.get_settings reads them)
