@@ -357,6 +357,9 @@ FUNCTIONS: tuple[Function, ...] = (
             # A webhook replay reads its event; a gate's text a format-9 event holds in its interrupt item is read
             # back in one BatchGetItem (interlude.store.head_parts.event_payloads, ADR 0134).
             "dynamodb:BatchGetItem",
+            # A suspended tenant's notice is kept for its resume in a transaction that checks the tenant is still
+            # suspended (store/tenants.TenantRecords.hold).
+            "dynamodb:ConditionCheckItem",
         ),
         # Delivery records: read before a dial (GetItem), created by the claim and updated with each attempt and its
         # expiry confirmed (UpdateItem: store/leases writes a ledger item, a new one too, with UpdateItem only); a
@@ -403,8 +406,9 @@ FUNCTIONS: tuple[Function, ...] = (
         entries_table_actions=("dynamodb:BatchWriteItem",),
         reserved_concurrency=TIMEOUTS_CONCURRENCY,
         # A reminder's schedule (issue 14) fires here too: it queues the reminders of the gate it names. The daily
-        # retention sweep's schedule queues the sweep's first turn on the migrations queue.
-        sends_to=("notifications", "migrations"),
+        # retention sweep's schedule queues the sweep's first turn on the migrations queue. The audit sweep hands the
+        # work a tenant's resume left held back to its queue (interlude.app.tenant_lifecycle.hand_back_left).
+        sends_to=(OUTBOX_QUEUE, "callbacks", "actions", "notifications", "migrations"),
     ),
     Function(
         name="actions",
@@ -457,6 +461,9 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
+            # A suspended tenant's notification is kept for its resume in a transaction that checks the tenant is still
+            # suspended (store/tenants.TenantRecords.hold).
+            "dynamodb:ConditionCheckItem",
         ),
         secret_grants=(("SLACK_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
         needs_public_base_url=True,
