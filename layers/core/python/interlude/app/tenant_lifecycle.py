@@ -57,8 +57,8 @@ DEFAULT_PAGE = 50
 MAX_PAGE = 200
 # Held work handed back per batch, and items a deletion reads per page of its scan.
 HAND_BACK_BATCH = 25
-# How long whoever hands a tenant's held work back holds it without a batch done (a batch takes seconds): the sweep takes
-# over a resume whose call stopped this long after its last batch.
+# How long whoever hands a tenant's held work back holds it without a batch done (a batch takes seconds): the sweep
+# takes over a resume whose call stopped this long after its last batch.
 HAND_BACK_LEASE_S = 120
 SCAN_PAGE_ITEMS = 1000
 # A month's usage document is closed this long after the month ends (late work counts in the month it is done).
@@ -158,9 +158,8 @@ class TenantLifecycle:
             raise Invalid(f"limit is 1 to {MAX_PAGE}", {"field": "limit"})
         page, last = self.records.page(limit, checked_tenant(after) if after is not None else None)
         usage = self.records.usage([stored.tenant for stored in page], month_of(self.clock()))
-        listed = {
-            "tenants": [{**described(stored), **unfinished(stored), "usage": shown(usage[stored.tenant])} for stored in page]
-        }
+        rows = [{**described(stored), **unfinished(stored), "usage": shown(usage[stored.tenant])} for stored in page]
+        listed = {"tenants": rows}
         return {**listed, "after": last} if last else listed
 
     # -- suspend, resume ---------------------------------------------------------------------------------

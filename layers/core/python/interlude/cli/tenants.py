@@ -213,8 +213,8 @@ def _unfinished(tenant: dict[str, Any]) -> str | None:
     name = tenant["tenant"]
     if tenant.get("handingBack"):
         return (
-            f"{name}: the work held while it was suspended is still going back to its runs; it goes on by itself within "
-            f"minutes (`interlude tenants resume {name}` sends it now)"
+            f"{name}: the work held while it was suspended is still going back to its runs; it goes on by itself "
+            f"within minutes (`interlude tenants resume {name}` sends it now)"
         )
     deletion = tenant.get("deletion")
     if deletion is None:

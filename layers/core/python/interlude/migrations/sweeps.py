@@ -96,7 +96,8 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
     deleted = kind.apply(store, by_kind) if by_kind else 0
     counters = {tenant_of_pk(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == USAGE_SK}
     closed = _close_ended_months(store, counters, now)
-    holding = {tenant_of_pk(pk) for pk in (i[wiring.PARTITION_KEY]["S"] for i in items) if pk == held_pk(tenant_of_pk(pk))}
+    partitions = {i[wiring.PARTITION_KEY]["S"] for i in items}
+    holding = {tenant_of_pk(pk) for pk in partitions if pk == held_pk(tenant_of_pk(pk))}
     listed = _list_handing_back(store, holding)
     rows = [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
     heads = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in rows if i.get("status", {}).get("S") in FINISHED_STATUSES]
@@ -133,8 +134,8 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
 
 
 def _list_handing_back(store: Store, tenants: set[str]) -> int:
-    """Each of `tenants` (they hold work kept while suspended) that is active and not listed yet listed among those whose
-    held work the per-minute sweep hands back (app/tenant_lifecycle.hand_back_left); how many were."""
+    """Each of `tenants` (they hold work kept while suspended) that is active and not listed yet, listed among those
+    whose held work the per-minute sweep hands back (app/tenant_lifecycle.hand_back_left); how many were."""
     records, listed = TenantRecords(store), 0
     for tenant in sorted(tenants):
         stored = records.get(tenant, consistent=True)
