@@ -230,7 +230,7 @@ def listed_in_words(tenant: str) -> str:
     return "\n".join(line for line in shown.splitlines() if line.startswith(tenant))
 
 
-# A world of its own: the steps are counted across the whole table's hand backs.
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
 @pytest.mark.private_world
 @pytest.mark.parametrize(
     "cut",
@@ -253,7 +253,7 @@ def test_a_resume_cut_after_any_step_and_never_run_again_hands_its_held_work_bac
     receiver = Receiver().start()
     try:
         tenant = Tenant(f"{env.tenant}-resumed")
-        # Given a suspended tenant holding a deadline, a notice and an outbox item of its runs
+        # Given a suspended tenant holding a deadline, a notice, a notification and an outbox item of its runs
         held = Held(tenant, receiver, clock_file, env.queues)
         admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
         resume = {"operation": "resume", "tenant": tenant.name}

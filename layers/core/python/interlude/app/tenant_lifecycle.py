@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from interlude import wiring
 from interlude.app import audit_entries as audit
+from interlude.app.caught import caught
 from interlude.domain.clock import Clock, instant, iso
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
 from interlude.domain.ids import TENANT_RE
@@ -198,12 +199,16 @@ class TenantLifecycle:
         pieces. `listed`: the records listed as handing back (TenantRecords.handing_back)."""
         handed = 0
         for stored in listed:
-            now = self.clock().timestamp()
             if not more_time():
                 break
+            now = self.clock().timestamp()
             if not self.records.lease_hand_back(stored, now, now + HAND_BACK_LEASE_S, taking_over=True):
                 continue
-            done, remaining = self._hand_back(stored, more_time)
+            try:
+                done, remaining = self._hand_back(stored, more_time)
+            except Exception:  # noqa: BLE001 - one tenant's failure stops no other's; its lease lapses, and it is retried
+                caught(logger, "tenant-hand-back", "the held work of tenant %s could not all be handed back", stored.tenant)
+                continue
             handed += done
             if remaining:
                 # Out of time: the next sweep goes on at once.

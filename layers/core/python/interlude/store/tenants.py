@@ -92,14 +92,13 @@ class RecordChanged(Exception):
 
 class Stored(NamedTuple):
     """A tenant's record as read: its status, the version its next change is conditional on, and the rest;
-    `handing_back`: its resume has held work still to hand back, whose lease is `hand_back_until` (0: nobody's)."""
+    `handing_back`: listed as having held work still to hand back."""
 
     tenant: str
     status: str
     version: int
     record: dict[str, Any]
     handing_back: bool = False
-    hand_back_until: float = 0
 
 
 class Usage(NamedTuple):
@@ -343,6 +342,7 @@ class TenantRecords:
 
     def _update_record(self, stored: Stored, update: str, condition: str, values: dict[str, Any]) -> bool:
         names = {"#version": "version", "#status": "status", "#gpk": wiring.INBOX_INDEX.partition_key}
+        # Only the names the expressions use: DynamoDB refuses one they do not.
         return (
             conditionally(
                 self.client.update_item,
@@ -529,7 +529,6 @@ def _stored(item: a.Item) -> Stored:
         version=int(item["version"]["N"]),
         record=a.unpacked(item["record"]) if "record" in item else {},
         handing_back=item.get(wiring.INBOX_INDEX.partition_key) == a.s(HANDING_BACK),
-        hand_back_until=float(item[HAND_BACK_UNTIL]["N"]) if HAND_BACK_UNTIL in item else 0,
     )
 
 
