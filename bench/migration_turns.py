@@ -46,8 +46,8 @@ class Turn:
         return int(TIMEOUT_MS - (clock.now() - self.started).total_seconds() * 1000)
 
 
-def moved(clock_file: Path, seconds: float) -> None:
-    clock.advance(clock_file, seconds)
+def moved(clock_file: Path, seconds: float) -> float:
+    return clock.advance(clock_file, seconds)
 
 
 def measured(kind: str, take: Any, clock_file: Path, done: Any) -> dict[str, Any]:
@@ -57,12 +57,13 @@ def measured(kind: str, take: Any, clock_file: Path, done: Any) -> dict[str, Any
     message: dict[str, Any] | None = {"v": 1, "kind": kind, "start": True}
     while message is not None and turns < 1_000:
         turns += 1
+        before = len(pages)
         take(message, Turn(turns))
+        busy += len(pages) == before  # it read no page: it found the pass held by the turn before
         if not sent:
             break
         # The next turn comes when its message's delay is over (the handler's DelaySeconds).
         message, delay = sent.pop(0)
-        busy += delay > 0
         waited += delay
         moved(clock_file, delay)
     return {
@@ -76,6 +77,8 @@ def measured(kind: str, take: Any, clock_file: Path, done: Any) -> dict[str, Any
 
 # The messages the handler queued (body, delay), as it sent them: the bench takes each as the next turn itself.
 sent: list[tuple[dict[str, Any], int]] = []
+# The pages read, one a Scan, each moving the clock by PAGE_S.
+pages: list[float] = []
 
 
 def main() -> None:
@@ -93,7 +96,7 @@ def main() -> None:
             client.batch_write_item(RequestItems={"bench": puts})
         # Every client the handler makes comes from the one session (interlude.sdk_clients): each page's Scan is seen.
         events = sdk_clients.session().get_component("event_emitter")
-        events.register("before-call.dynamodb.Scan", lambda **_: moved(clock_file, PAGE_S))
+        events.register("before-call.dynamodb.Scan", lambda **_: pages.append(moved(clock_file, PAGE_S)))
         events.register(
             "provide-client-params.sqs.SendMessage",
             lambda params, **_: sent.append((json.loads(params["MessageBody"]), params.get("DelaySeconds", 0))),
@@ -126,8 +129,14 @@ def main() -> None:
         )
     per_turn = -(-(TIMEOUT_MS - handler.MARGIN_MS) // int(PAGE_S * 1000))
     print(f"a pass over {ITEMS} items: {-(-ITEMS // migrations.PAGE_ITEMS)} pages of {PAGE_S:.0f} s, {per_turn} a turn")
-    print(f"retention sweep (2 passes: both tables): {sweep}")
-    print(f"migrations ({len(migrations.module_names())}, a pass each): {passes}")
+    for label, found in (
+        ("retention sweep (both tables)", sweep),
+        (f"migrations ({len(migrations.module_names())}, a pass each)", passes),
+    ):
+        print(
+            f"{label}: {found['turns']} turns, {found['minutes']} min from the first to the last, {found['waited_min']} min"
+            f" of it waiting, {found['turns_that_found_it_busy']} turns that found it held; whole: {found['whole']}"
+        )
 
 
 if __name__ == "__main__":
