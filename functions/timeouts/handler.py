@@ -1,5 +1,6 @@
-"""Lambda entry point for EventBridge Scheduler: the audit sweep (every minute), the retention sweep (daily), and the
-one-time schedules of deadlines, reminders and task checks, which interlude.adapters.deadline_firing fires."""
+"""Lambda entry point for EventBridge Scheduler: the audit sweep (every minute, which also hands back the work a
+tenant's resume left held: interlude.app.tenant_lifecycle), the retention sweep (daily), and the one-time schedules
+of deadlines, reminders and task checks, which interlude.adapters.deadline_firing fires."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from interlude.coldstart import defer_unused_modules, importing
 with importing():
     defer_unused_modules()  # before the first import that would load one (interlude/coldstart.py)
     from functools import cache
-    from typing import Any
+    from typing import TYPE_CHECKING, Any
 
     from aws_lambda_powertools import Logger
 
@@ -28,11 +29,18 @@ with importing():
     from interlude.sdk_clients import use_packaged_models
     from interlude.store.due_index import DueIndex
     from interlude.store.tenant_standing import TenantStanding, standing_of
+    from interlude.store.tenants import TenantRecords
     from interlude.store.transactions import TransactionalTable
 
     logger = Logger(service="interlude-timeouts")
     metrics.count_caught_errors()
     config.check()
+
+if TYPE_CHECKING:
+    from interlude.app.tenant_lifecycle import TenantLifecycle
+
+# The audit sweep hands held work back until this much of its time is left.
+HAND_BACK_MARGIN_MS = 5_000
 
 
 @cache
@@ -71,13 +79,35 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("sweep") == "audit-checkpoints":  # wiring.AUDIT_CHECKPOINT_SWEEP, every minute
         made = audit().checkpoint_pending(early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
         logger.info("audit checkpoints swept", extra={"checkpoints": made})
-        return {"checkpoints": made}
+        # One Query of the records listed (none, nearly always): the tenants' lifecycle loads only when one is.
+        left = TenantRecords(sweep_store()).handing_back()
+        if not left:
+            return {"checkpoints": made}
+        handed = tenants().hand_back_left(left, lambda: context.get_remaining_time_in_millis() > HAND_BACK_MARGIN_MS)
+        logger.info("held work a resume left handed back", extra={"handedBack": handed})
+        return {"checkpoints": made, "handedBack": handed}
     if event.get("sweep") == "retention":  # wiring.RETENTION_SWEEP, daily: the sweep's turns run in migrate
         from interlude.adapters.migration_turns import queue_retention_sweep
 
         queue_retention_sweep(start=True)
         return {"queued": True}
     return firing().invoked(event)
+
+
+@cache
+def tenants() -> TenantLifecycle:
+    # The tenants' lifecycle as far as the sweep needs it: the held work a resume left goes back to its queue, or, a
+    # deadline, is fired here (this function is the schedules' target).
+    from interlude.adapters.tenant_outside import TenantOutside
+    from interlude.app.tenant_lifecycle import TenantLifecycle
+
+    from interlude.store.facade import Store
+
+    cfg = settings()
+    # The store's facade: a held callbacks message goes back with its links minted anew, from its run (ADR 0190).
+    store = Store(cfg.table_name, cfg.entries_table_name)
+    outside = TenantOutside(store, None, None, clock.now, None, fire=lambda body: firing().invoked(body))
+    return TenantLifecycle(store, TenantRecords(store), outside, clock.now, cfg.tenant_deletion_grace_seconds)
 
 
 @cache

@@ -62,7 +62,7 @@ class Deadlines(Construct):
             on_failure=destinations.SqsDestination(self.target_failures),
             retry_attempts=spec.target_async_retries,
             # Lambda's ceiling for an asynchronous event; an older one goes to the failure queue too.
-            max_event_age=Duration.hours(6),
+            max_event_age=Duration.seconds(spec.target_async_max_age_s),
         )
         Validations.of(self.target).acknowledge(
             Acknowledgment(

@@ -27,8 +27,15 @@ def test_a_deletion_report_shows_every_count_it_holds_and_the_tenants_audit_says
     listed = cli(stack_info, "audit", "list", "--key", key).stdout
     suspended = next(line for line in listed.splitlines() if "Suspended the tenant" in line)
     assert f"{OPERATOR['subjectId']} {SURFACES[OPERATOR['surface']]}" in suspended
-    # When it is deleted, the report shows every count the deletion made, each in words
+    # While its deletion has not finished (one call made, waiting for work under way to end), the listing says so in
+    # words, and which command goes on with it
     cli(stack_info, "tenants", "suspend", name, "--local")
+    cli(stack_info, "tenants", "delete", name, "--local", "--no-wait")
+    listed = cli(stack_info, "tenants", "list", "--local", "--after", name[:-1], "--limit", "1").stdout
+    assert re.search(rf"^{name}\s+being deleted\s", listed, re.MULTILINE), listed
+    assert f"{name}: its deletion has not finished, waiting for work already under way to end" in listed
+    assert f"`interlude tenants delete {name}` goes on from there" in listed
+    # When it is deleted, the report shows every count the deletion made, each in words
     shown = cli(stack_info, "tenants", "delete", name, "--local").stdout
     report = json.loads(cli(stack_info, "tenants", "delete", name, "--local", "--json").stdout)["report"]
     counted = {

@@ -16,18 +16,26 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 from interlude import migrations, wiring
 from interlude.adapters.delivery.signing import ensure_secret
 from interlude.adapters.notify.slack_settings import store_slack
 from interlude.adapters.tenant_outside import TenantOutside
+from interlude.app import tenant_lifecycle
+from interlude.app.tenant_lifecycle import TenantLifecycle
 from interlude.cli.main import main as cli_main
 from interlude.config.actions import action_settings
 from interlude.config.delivery import delivery_settings
 from interlude.domain import clock
 from interlude.domain.ids import secret_name, to_wire
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.webhooks import RegisterWebhookRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
+from interlude.local.schedules import SchedulePump
+from interlude.local.sqs_pump import QueuePump
+from interlude.local.ttl import TtlPump
 from interlude.rules.retention import DAY_S, run_expiry
 from interlude.store.checkpoints import MIGRATION_PK
 from interlude.store.facade import Store
@@ -36,11 +44,15 @@ from interlude.store.migrations import LEASE_S, MigrationStore
 from interlude.store.tenants import TenantRecords
 from tests.integration import test_actions as actions_tests
 from tests.integration import test_migrations as migrations_tests
+from tests.integration import test_retention as retention_tests
 from tests.integration import test_tenant_lifecycle as lifecycle_tests
 from tests.integration.conftest import state_of
+from tests.integration.test_notify_worker import sent_mail
 from tests.integration.test_tenant_lifecycle import Tenant, call, naming, operator, secrets_naming, wiring_tables
 from tests.support.moto_world import TABLE
-from tests.support.stream import Stream
+from tests.support.queues import drain, queued
+from tests.support.receiver import Receiver, delivering_to_loopback
+from tests.support.stream import Stream, dispatch
 
 env = lifecycle_tests.env  # the tenant lifecycle's world: a tenant's status read afresh, no deletion grace
 live = lifecycle_tests.live  # the WebSocket API's gateway, its management endpoint known to the admin function
@@ -150,6 +162,233 @@ def test_a_deletion_cut_short_after_any_step_leaves_nothing_and_closes_every_liv
     assert secrets_naming(gone.name) == []
     # and the live connection that followed its run was closed (a connection left open would outlive its tenant)
     assert live.connection(following).closed
+
+
+# -- a resume cut short never strands the work it held -----------------------------------------------------------
+
+
+ASKS_ANN = {
+    "nodes": [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann"]}}],
+    "edges": [],
+}
+
+
+class Held:
+    """A tenant's runs whose work is held while it is suspended, one of each kind a worker holds: a timed gate's
+    deadline (it passes while suspended), a callback notice and a person's notification (queued before, taken while
+    suspended) and an outbox item (a run started just before the suspension)."""
+
+    def __init__(self, tenant: Tenant, receiver: Receiver, clock_file: Any, queues: dict[str, str]) -> None:
+        self.tenant, self.receiver, self.clock_file, self.queues = tenant, receiver, clock_file, queues
+        self.stream = Stream(wiring_tables()[0])
+        tenant.services.directory.put_principal(tenant.name, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+        tenant.services.workflows.put_workflow(tenant.principal, "asks", WorkflowDefinition.model_validate(ASKS_ANN))
+        self.timed = tenant.start("timed")
+        self.asked = tenant.start("asks", callbackUrl=receiver.url())
+        self.stream.settle()
+        self.late = tenant.start("gate", callbackUrl=receiver.url())
+        operator("suspend", tenant=tenant.name)
+        dispatch(self.stream.pump())
+        for queue in ("callbacks", "notifications"):
+            taken(queues, queue)
+        clock.advance(clock_file, lifecycle_tests.GATE_S + 5)
+        assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
+        kinds = ["deadline", "queue:callbacks", "queue:notifications", "queue:outbox"]
+        assert sorted(h.destination for h in self.held()) == kinds
+
+    def held(self) -> list[Any]:
+        return TenantRecords(Store(*wiring_tables())).held(self.tenant.name, 100)
+
+    def went_on(self) -> None:
+        """Every piece of held work went where it was going, and did what it would have done."""
+        assert self.held() == []
+        for queue in (wiring.OUTBOX_QUEUE, "callbacks", "notifications"):
+            taken(self.queues, queue)
+        self.stream.settle()
+        assert self.tenant.status(self.timed) == "failed"  # its deadline fired: the gate timed out
+        notices = [json.loads(hit.body) for hit in self.receiver.hits]
+        noticed = {notice["runId"] for notice in notices}
+        assert self.asked in noticed  # its notice was sent
+        # with a decision link minted as it went back (ADR 0190), whoever handed it back: the resume or the sweep
+        asked = [n for n in notices if n["runId"] == self.asked and n.get("type") == "interrupt.requested"]
+        assert asked and all("resolve" in n["links"] and n["token"] in n["links"]["resolve"] for n in asked), asked
+        assert self.late in noticed  # its outbox item was taken: the notice of its gate was queued, and sent
+        assert any("ann@example.com" in mail.destinations for mail in sent_mail())  # and ann was asked
+
+
+def taken(queues: dict[str, str], queue: str) -> None:
+    """What waits on `queue`, taken by the function that consumes it, as its event source mapping hands it over."""
+    (function,) = [f.name for f in wiring.FUNCTIONS if f.consumes == queue]
+    pump = QueuePump(function, queues[queue])
+    for _ in range(50):
+        if not pump.pump_once():
+            return
+    raise AssertionError(f"the {queue} queue did not drain")
+
+
+def listed_in_words(tenant: str) -> str:
+    """The line `interlude tenants list` prints about the tenant, and its notes, as the operator reads them."""
+    from interlude.cli import tenants as tenants_cli
+
+    shown = tenants_cli._tenants_table(operator("list", after=tenant[:-1], limit=200))
+    return "\n".join(line for line in shown.splitlines() if line.startswith(tenant))
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.parametrize(
+    "cut",
+    [
+        (TenantLifecycle, "_change"),  # the tenant active again, its work still held
+        (TenantRecords, "lease_hand_back"),
+        (TenantOutside, "hand_back"),  # one piece back on its way, still held too
+        (TenantRecords, "release"),
+        (TenantRecords, "handed_back"),
+        "the CLI stopped calling",
+    ],
+    ids=lambda cut: cut if isinstance(cut, str) else cut[1],
+)
+def test_a_resume_cut_after_any_step_and_never_run_again_hands_its_held_work_back_by_itself(
+    env, monkeypatch, clock_file, cut
+):
+    for name, value in delivering_to_loopback(2).items():
+        monkeypatch.setenv(name, value)
+    lambda_runtime.fresh_instances()
+    receiver = Receiver().start()
+    try:
+        tenant = Tenant(f"{env.tenant}-resumed")
+        # Given a suspended tenant holding a deadline, a notice, a notification and an outbox item of its runs
+        held = Held(tenant, receiver, clock_file, env.queues)
+        admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+        resume = {"operation": "resume", "tenant": tenant.name}
+        # When the operator's resume stops after that step (its call cut short there), or, one piece handed back a
+        # call, after its first call (the CLI stopped), and is never run again
+        if isinstance(cut, str):
+            monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+            answer = admin.perform(resume, lifecycle_tests.steps(1))
+            assert (answer["handedBack"], answer["remaining"]) == (1, True)
+        else:
+            with monkeypatch.context() as patched:
+                crashes = Crashing(patched, [cut])
+                with pytest.raises(TimeoutError):
+                    admin.perform(resume, lambda: True)
+                assert crashes.crashed == [cut[1]]
+        # Then the tenant is active, and while work is left held the operator's listing says so in words
+        assert operator("list", after=tenant.name[:-1], limit=1)["tenants"][0]["status"] == "active"
+        shown = listed_in_words(tenant.name)
+        if held.held():
+            assert "active, held work going back" in shown
+            assert "still going back to its runs; it goes on by itself within minutes" in shown
+            assert f"`interlude tenants resume {tenant.name}` sends it now" in shown
+        assert "handingBack" not in shown
+        # and once no call has handed any back for the hand back's lease, the per-minute sweep hands the rest back:
+        # every run goes on as it would have
+        clock.advance(clock_file, tenant_lifecycle.HAND_BACK_LEASE_S + 1)
+        lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
+        held.went_on()
+        # and the listing no longer says anything is left
+        (line,) = listed_in_words(tenant.name).splitlines()
+        assert line.split()[1] == "active"
+        assert "going back" not in line
+    finally:
+        receiver.close()
+
+
+# A world of its own: the daily sweep reads the whole table.
+@pytest.mark.private_world
+def test_work_a_resume_of_an_earlier_release_left_held_goes_back_after_the_daily_sweep(env, monkeypatch, clock_file):
+    for name, value in delivering_to_loopback(2).items():
+        monkeypatch.setenv(name, value)
+    lambda_runtime.fresh_instances()
+    receiver = Receiver().start()
+    try:
+        tenant = Tenant(f"{env.tenant}-earlier")
+        held = Held(tenant, receiver, clock_file, env.queues)
+        # Given a resume as 0.11.0 made it, stopped before it handed anything back: the tenant active, its record
+        # listed nowhere
+        records = TenantRecords(Store(*wiring_tables()))
+        stored = records.get(tenant.name, consistent=True)
+        assert stored is not None
+        records.put(stored, "active", {"createdAt": stored.record["createdAt"], "resumedAt": clock.iso(clock.now())})
+        lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
+        assert len(held.held()) == 4
+        # When the daily sweep passes, then the per-minute sweep
+        retention_tests.daily_sweep(env)
+        assert "held work going back" in listed_in_words(tenant.name)
+        lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
+        # Then the work went back, and every run went on
+        held.went_on()
+    finally:
+        receiver.close()
+
+
+@pytest.mark.private_world  # the deletion reads the whole table
+def test_a_deletion_that_has_not_finished_is_listed_in_words_with_the_command_that_goes_on(env):
+    gone = Tenant(f"{env.tenant}-halfway")
+    operator("suspend", tenant=gone.name)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    # Given a deletion whose CLI stopped after the call that deleted the tenant's schedules
+    answer = admin.perform({"operation": "delete", "tenant": gone.name}, lifecycle_tests.steps(2))
+    assert (answer["done"], answer["phase"]) == (False, "secrets")
+    # When the operator lists the tenants
+    shown = listed_in_words(gone.name)
+    # Then the tenant is shown being deleted, with where its deletion stopped and how it goes on, in words
+    assert shown.splitlines()[0].split()[1:3] == ["being", "deleted"]
+    assert (
+        f"{gone.name}: its deletion has not finished, deleting its secrets (pass 1, 0 items deleted so far); "
+        f"`interlude tenants delete {gone.name}` goes on from there"
+    ) in shown
+    assert "phase" not in shown
+    # and once it is done, it is shown deleted, and nothing is left to say
+    deleted(gone.name)
+    (line,) = listed_in_words(gone.name).splitlines()
+    assert line.split()[1] == "deleted"
+
+
+# -- a deleted tenant's work never comes back -----------------------------------------------------------------------
+
+OLD_TOMBSTONE_S = 14 * DAY_S  # the tombstone's life until 0.12.0: the dead-letter queues' retention, no more
+
+
+# A world of its own: the deletion reads the whole table, and so do the TTL sweep and `naming`.
+@pytest.mark.private_world
+def test_a_deleted_tenants_notice_redriven_from_its_dead_letters_weeks_on_is_dropped(env, monkeypatch, clock_file):
+    for name, value in delivering_to_loopback(2).items():
+        monkeypatch.setenv(name, value)
+    lambda_runtime.fresh_instances()
+    receiver = Receiver().start()
+    try:
+        gone = Tenant(f"{env.tenant}-redriven")
+        # Given a run whose callback notices wait in the dead letters (its receiver was down: kept as they were queued)
+        run_id = gone.start("gate", callbackUrl=receiver.url())
+        Stream(wiring_tables()[0]).settle()
+        callbacks = env.queues["callbacks"]
+        waiting = queued(callbacks)
+        for message in waiting:
+            boto3.client("sqs").delete_message(QueueUrl=callbacks, ReceiptHandle=message["ReceiptHandle"])
+        assert {json.loads(message["Body"])["notice"]["runId"] for message in waiting} == {run_id}
+        # and the tenant deleted
+        operator("suspend", tenant=gone.name)
+        deleted(gone.name)
+        deleted_at = clock.now().timestamp()
+        # When an operator redrives its dead letters just after the tombstone's old life, and again once the tombstone
+        # is gone too (DynamoDB's TTL deleted it)
+        for life in (OLD_TOMBSTONE_S, wiring.TENANT_TOMBSTONE_S):
+            clock.advance(clock_file, deleted_at + life + 3600 - clock.now().timestamp())
+            TtlPump(*wiring_tables()).sweep()
+            for message in waiting:
+                boto3.client("sqs").send_message(QueueUrl=callbacks, MessageBody=message["Body"])
+            drain(env.queues)
+            # Then the notice is dropped: nothing is sent, and nothing of the tenant is written again (no delivery
+            # record, no signing secret) but the tombstone, while it lasts
+            assert receiver.hits == []
+            left = [item["pk"]["S"] for item in naming(gone.name)]
+            assert left == (["TENANTS"] if life < wiring.TENANT_TOMBSTONE_S else []), life
+            assert naming(gone.name, wiring_tables()[1]) == []
+            assert secrets_naming(gone.name) == []
+            assert queued(callbacks) == []
+    finally:
+        receiver.close()
 
 
 # -- the operator CLI: one clear line, never a flood, never a call made twice -------------------------------------------
@@ -371,3 +610,62 @@ def test_migrations_cut_at_every_page_boundary_leave_the_table_one_uninterrupted
     assert without_checkpoints(both_tables(world)) == whole
     checkpoints = MigrationStore(world.table, boto3.client("dynamodb"), world.entries_table).checkpoints()
     assert {checkpoint["state"] for checkpoint in checkpoints.values()} == {"done"}
+
+
+class OnePage:
+    """A migrate invocation's context with time for one page: its time is up once it has recorded a page."""
+
+    def __init__(self, recorded: list[str], number: int) -> None:
+        self.aws_request_id = f"turn-{number}"
+        self.recorded = recorded
+        self.pages_before = len(recorded)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000 if len(self.recorded) == self.pages_before else 0
+
+
+@pytest.mark.private_world  # the sweep and the migrations read the whole table
+def test_a_long_sweep_and_migration_go_on_turn_after_turn_without_a_pause(world, monkeypatch):
+    recorded: list[str] = []
+    record_page = MigrationStore.record_page
+
+    def recording(self: MigrationStore, migration_id: str, *args: Any) -> None:
+        record_page(self, migration_id, *args)
+        recorded.append(migration_id)
+
+    monkeypatch.setattr(MigrationStore, "record_page", recording)
+    # A table of three pages of the sweep's
+    filler = [{"PutRequest": {"Item": {"pk": {"S": f"FILLER#{n}"}, "sk": {"S": "X"}}}} for n in range(2 * 1000 + 1)]
+    migrations_tests.batch_write(world, filler)
+    migrate = lambda_runtime.handler_module("migrate")
+    queue = world.queues["migrations"]
+    message: dict[str, Any] | None = {"v": 1, "kind": "retention-sweep", "start": True}
+    pages: dict[str, list[int]] = {"retention-sweep": [], "migrations-turn": []}
+    # When each turn of the daily sweep's pass, then of the migrations, has time for one page, and the queue hands
+    # each turn's message to the function as it queued it
+    while message is not None:
+        before = len(recorded)
+        running = lambda_runtime.CURRENT_FUNCTION.set("migrate")
+        try:
+            migrate.take(SQSRecord({"body": json.dumps(message)}), OnePage(recorded, len(recorded)))
+        finally:
+            lambda_runtime.CURRENT_FUNCTION.reset(running)
+        pages[message["kind"]].append(len(recorded) - before)
+        # Then each next turn is there at once (a turn queued with a delay is not visible yet)
+        waiting = queued(queue)
+        for got in waiting:
+            boto3.client("sqs").delete_message(QueueUrl=queue, ReceiptHandle=got["ReceiptHandle"])
+        message = json.loads(waiting[0]["Body"]) if waiting else None
+        if message is None and not pages["migrations-turn"]:
+            message = {"v": 1, "kind": "migrations-turn"}
+        assert len(waiting) <= 1, waiting
+        assert len(recorded) < 100
+    # and goes on where the last stopped: every turn takes a page (none finds the pass held by the turn before), and
+    # the pass is whole
+    assert len(pages["retention-sweep"]) > 2
+    assert len(pages["migrations-turn"]) >= len(migrations.module_names())
+    assert all(pages["retention-sweep"]), pages
+    assert all(pages["migrations-turn"]), pages
+    checkpoints = MigrationStore(world.table, boto3.client("dynamodb"), world.entries_table).checkpoints()
+    assert {mid: c["state"] for mid, c in checkpoints.items()} == dict.fromkeys(checkpoints, "done")
+    assert set(checkpoints) >= {name.split("_")[0] for name in migrations.module_names()} | {"retention-sweep"}

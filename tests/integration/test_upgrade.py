@@ -6,7 +6,8 @@ runs waiting at each gate kind, sleeping, running a task and an action, a parent
 completed and cancelled, with the schedules and queued messages they left. Here this release takes that table over
 as a deploy would: the migrations run, every run is listed, every open gate is decided once, every deadline fires, the
 queued action is taken, the audit chains verify. Then the previous release, run from its package, reads what this one
-wrote and decides a gate of it (a rollback).
+wrote, decides a gate of it and finishes every run it holds (a rollback): no run this release opened is left that the
+previous release cannot finish.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pytest
 from interlude import migrations, wiring
 from interlude.composition import Services
 from interlude.config import forget as forget_settings
+from interlude.config.scheduler import scheduler_settings
 from interlude.domain import clock, formats
 from interlude.domain.audit import AuditDraft
 from interlude.domain.ids import from_wire
@@ -440,6 +442,7 @@ def test_the_previous_release_reads_what_this_one_wrote(
     created = up.http("POST", "/runs", {"workflowId": "approve"})
     assert created[0] == 201, created
     runs["new-claimed"] = created[1]["runId"]
+    made_for_the_rollback = runs_of_every_kind(up)
     for name, action in (("new-completed", "accept"), ("new-rejected", "reject"), ("new-quorum", "accept")):
         assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": action}})[0] == 200
     assert up.http("POST", f"/runs/{wire(runs['new-cancelled'])}/cancel", {})[0] == 200
@@ -488,7 +491,16 @@ def test_the_previous_release_reads_what_this_one_wrote(
         "items": [encoded(item) for page in scan(TableName=up.world.table) for item in page["Items"]],
         # The second table's (docs/adr/0161): a release with one table refuses a dump whose second holds any.
         "entriesItems": [encoded(item) for page in scan(TableName=up.world.entries_table) for item in page["Items"]],
-        "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting", "claimOnRollback": "new-claimed", **notices},
+        "made": {
+            **dump["made"],
+            "runs": runs,
+            "decideOnRollback": "new-waiting",
+            "claimOnRollback": "new-claimed",
+            **notices,
+            **made_for_the_rollback,
+        },
+        # Every schedule either release made, as a deployment keeps them across releases
+        "schedules": dump["schedules"] + schedules_made(),
         "secrets": {env: secrets.get_secret_value(SecretId=up.world.env[env])["SecretString"] for env in dump["secrets"]},
         "objects": bucket_objects(up.world.env),
     }
@@ -554,6 +566,23 @@ def test_the_previous_release_reads_what_this_one_wrote(
         wanted.add((dead, "interrupt.resolved"))
     assert wanted <= sent
 
+    # And it finished every run that had not ended, each as its people, workers and deadlines would: the gate this
+    # release's ops member claimed released by them, the ModuleX runs resumed on their face, every gate decided, every
+    # task completed (the one this release's worker claimed with its token), every deadline fired
+    finishing = seen["seen"]["finishing"]
+    assert finishing["released"] == {"new-claimed-here": 200}
+    assert finishing["resumed"] == {"modulex": 200, "new-modulex": 200}
+    assert finishing["tasks"] >= 3  # this release's two, and the older release's
+    finished = finishing["finished"]
+    assert {name: status for name, status in finished.items() if status not in FINISHED} == {}
+    # (the gates left to their deadlines timed out: onTimeout reject; a run's own timeout)
+    assert finished["new-timed"] == finished["approve-timeout"] == finished["run-timeout"] == "failed"
+    assert finished["http"] == "failed"  # its private address, refused by the egress guard
+    opened_here = (
+        "new-sleep", "new-task", "new-task-claimed", "new-claimed-here", "new-claimed", "new-modulex", "new-quorum"
+    )
+    assert {name: finished[name] for name in opened_here} == dict.fromkeys(opened_here, "completed")
+
     # When this release is deployed again over the table the rollback left, decides the gate the rollback claimed
     # (whose entry in the approval kind's family the claim put again, without an expiry, after migration 0010 ran), and
     # its daily retention sweep passes
@@ -570,6 +599,65 @@ def test_the_previous_release_reads_what_this_one_wrote(
     assert sweeps.sweep(up.services.store, "upgrade", start=True) is True
     # Then no approval's entry is left in its kind's family (ADR 0160), where nothing would ever delete it
     assert not [i for i in scanned_items(up.world.table) if f"#{wiring.INBOX.prefix}#KIND#approval#" in i["pk"]["S"]]
+
+
+FINISHED = {"completed", "failed", "cancelled"}
+# A task queue of this release's runs alone: its worker claims one of them, not a task the older release left ready.
+TRANSLATE = {
+    "nodes": [
+        {"id": "work", "typeId": "core.task", "config": {"taskType": "translate", "heartbeatTimeoutSeconds": 3600}},
+        {"id": "after", "typeId": "core.transform", "config": {"outputs": {"done": True}}},
+    ],
+    "edges": [{"sourceNodeId": "work", "targetNodeId": "after"}],
+}
+
+
+def runs_of_every_kind(up: Upgraded) -> dict[str, Any]:
+    """Runs this release opens of each kind a rollback must be able to finish: a timed gate and a sleep (their
+    deadlines in this release's due index: ADR 0132), a task a worker of this release claimed and one waiting for a
+    worker, a gate its ops member claimed. What the rollback is told of them (added to `up.runs`)."""
+    assert up.http("PUT", "/workflows/translate", TRANSLATE)[0] == 201
+    kinds = {
+        "new-timed": "approve-timeout",
+        "new-sleep": "sleep",
+        "new-task-claimed": "translate",
+        "new-claimed-here": "approve",
+    }
+    for name, workflow in kinds.items():
+        created = up.http("POST", "/runs", {"workflowId": workflow})
+        assert created[0] == 201, created
+        up.runs[name] = created[1]["runId"]
+    up.settle()
+    worker, ops = up.dump["made"]["workerKey"], up.dump["made"]["opsKey"]
+    claimed = up.http("POST", "/tasks:claim", {"queues": ["translate"]}, key=worker)
+    assert (claimed[0], claimed[1]["runId"]) == (200, up.runs["new-task-claimed"]), claimed
+    created = up.http("POST", "/runs", {"workflowId": "translate"})
+    assert created[0] == 201, created
+    up.runs["new-task"] = created[1]["runId"]
+    taken = up.http("POST", f"/runs/{wire(up.runs['new-claimed-here'])}/interrupts/gate/claim", key=ops)
+    assert taken[0] == 200, taken
+    return {
+        "finishOnRollback": True,
+        "releaseOnRollback": {"new-claimed-here": ops},
+        "modulexRuns": ["modulex", "new-modulex"],
+        "leftToTheirDeadlines": [*LEFT_TO_THEIR_DEADLINES, "new-timed"],
+        "claimedTaskToken": claimed[1]["taskToken"],
+        "taskQueues": ["summarize", "translate"],
+    }
+
+
+def schedules_made() -> list[dict[str, Any]]:
+    """The schedules this release made, as the previous release's dump lists its own (name, expression, input)."""
+    client = boto3.client("scheduler")
+    group = scheduler_settings().group
+    found = []
+    for page in client.get_paginator("list_schedules").paginate(GroupName=group):
+        for summary in page.get("Schedules") or []:
+            got = client.get_schedule(Name=summary["Name"], GroupName=group)
+            found.append(
+                {"name": got["Name"], "at": got["ScheduleExpression"], "input": json.loads(got["Target"]["Input"])}
+            )
+    return found
 
 
 def bucket_objects(env: dict[str, str]) -> dict[str, dict[str, str]]:

@@ -21,11 +21,14 @@ import pytest
 from interlude import wiring
 from interlude.adapters import metrics
 from interlude.adapters.outbox_feed import forward
+from interlude.domain import clock
 from interlude.domain.errors import Internal
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
+from interlude.store.facade import Store
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.stream import is_event_insert
+from interlude.store.tenants import TenantRecords
 from tests.integration.test_dispatch_batch import gate_runs
 from tests.support.emf import as_function, of, written
 from tests.support.logs import function_log
@@ -51,6 +54,13 @@ def _loopback_callbacks(monkeypatch):
     # gate_runs' callback URL is on loopback, where nothing listens: its notices stay queued.
     monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
     monkeypatch.setenv("PUBLIC_BASE_URL", "https://interlude.example.com")
+
+
+@pytest.fixture(autouse=True)
+def _a_tenant(world):
+    # The world's tenant as the operator surface lists it: active (a tenant with neither a record nor a key is a
+    # deleted one, whose work every worker drops: docs/adr/0195).
+    TenantRecords(Store(world.table, world.entries_table)).register(world.tenant, clock.iso(clock.now()))
 
 
 def poison(tenant: str) -> dict[str, str]:

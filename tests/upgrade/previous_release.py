@@ -10,7 +10,9 @@ its HTTP API only, so it keeps working whatever this release changes.
   read DUMP   loads the tables the current release wrote (the test's dump of them) into the previous release's local
               stack (a dump without `entriesItems`, of a release with one table, loads the first alone),
               at the dump's moment, and reads everything through its API as an operator and an approver would, then
-              decides one gate; prints what it saw, and exits 1 naming every request that was not answered 2xx.
+              decides one gate, claims another and, asked to, finishes every run that has not ended (gates decided,
+              claims released, ModuleX runs resumed, tasks completed, deadlines fired); prints what it saw, and exits
+              1 naming every request that was not answered 2xx.
 """
 
 from __future__ import annotations
@@ -364,7 +366,7 @@ def read(dump_path: Path) -> None:
         elif second:
             load(second, tables()[1])
         restore_objects(dump.get("objects") or {})
-        seen = read_everything(api, dump)
+        seen = read_everything(api, dump, work / "clock")
     finally:
         stack.stop()
     print(json.dumps({"release": __import__("interlude").__version__, "seen": seen, "failures": api.failures}))
@@ -382,9 +384,10 @@ def load(items: list[dict[str, Any]], table: str) -> None:
             pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
 
-def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
+def read_everything(api: Api, dump: dict[str, Any], clock_file: Path) -> dict[str, Any]:
     """Every run by id and in the listing, the inbox, the workflows, keys, settings, the directory and the audit
-    trail, as the previous release answers them; then one gate of the newer release's decided here."""
+    trail, as the previous release answers them; then one gate of the newer release's decided here, one claimed, and
+    every run finished."""
     runs = dump["made"]["runs"]
     snapshots = {name: api.ok("GET", f"/runs/{wire(run)}") for name, run in runs.items()}
     listed = api.ok("GET", "/runs?limit=100") or {}
@@ -433,7 +436,131 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
         seen["table"] = table_items()
         if len(tables()) > 1:
             seen["entriesTable"] = table_items(tables()[1])
+    if dump["made"].get("finishOnRollback"):
+        seen["finishing"] = finish_every_run(api, dump, clock_file)
     return seen
+
+
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+def finish_every_run(api: Api, dump: dict[str, Any], clock_file: Path) -> dict[str, Any]:
+    """Every run of the table that has not ended, finished here as the deployment's people, workers and deadlines
+    would finish it: the gates a person of the newer release claimed released by them, each ModuleX run resumed on its
+    face, every open gate decided (each kind with a value it takes, an external event sent for one that waits on it),
+    every task completed (the one a worker of the newer release claimed with the token it was given), the action the
+    older release queued taken, and every deadline (the schedules either release made) fired when its time comes. What
+    each step answered, and every run's status at the end (`finished`, by name)."""
+    import boto3
+
+    from interlude import wiring
+    from interlude.local.sqs_pump import QueuePump
+
+    made = dump["made"]
+    runs = made["runs"]
+    done: dict[str, Any] = {"released": {}, "resumed": {}}
+    for name, claimer in (made.get("releaseOnRollback") or {}).items():
+        done["released"][name] = api.call("DELETE", f"/runs/{wire(runs[name])}/interrupts/gate/claim", key=claimer)[0]
+    organization = {"X-Organization-ID": dump["tenant"]}
+    for name in made.get("modulexRuns") or []:
+        resumed = {"run_id": wire(runs[name]), "resume_value": {"approved": True}}
+        done["resumed"][name] = api.call("POST", f"/workflows/resume/{wire(runs[name])}", resumed, **organization)[0]
+    done["decided"] = decide_open_gates(api, dump)
+    done["tasks"] = complete_tasks(api, made, made.get("claimedTaskToken"))
+    # Its delivery is off (OFF): the queued action's message is taken by the actions function here.
+    url = os.environ[wiring.queue("actions").url_env]
+    for body in (dump.get("queued") or {}).get("actions") or []:
+        boto3.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+    done["actions"] = QueuePump("actions", url).pump_once()
+    done["deadlines"] = fire_deadlines(dump.get("schedules") or [], clock_file, api)
+    # A claim whose lease lapsed meanwhile put its task back on its queue; a timed-out gate may open the next step's.
+    done["tasks"] += complete_tasks(api, made)
+    done["decided"] += decide_open_gates(api, dump)
+    done["finished"] = {name: api.wait_status(run, TERMINAL).get("status") for name, run in runs.items()}
+    return done
+
+
+def decide_open_gates(api: Api, dump: dict[str, Any]) -> int:
+    """Every gate an inbox lists decided, round after round (a decision may let a run reach its next gate, a child's end
+    its parent's): by the ops member where theirs lists it, else by the admin (a gate another has claimed, or one the
+    ops member voted on already, is left to the next); the runs left to their deadlines aside. How many decisions were
+    taken."""
+    keys = (dump["made"]["opsKey"], dump["apiKey"])
+    left = {dump["made"]["runs"][name] for name in dump["made"].get("leftToTheirDeadlines") or []}
+    decided, tried = 0, set()
+    for _ in range(10):
+        before = decided
+        for key in keys:
+            for gate in (api.ok("GET", "/interrupts?limit=100", key=key) or {}).get("interrupts") or []:
+                if (gate["interruptId"], key) in tried or gate["runId"] in left:
+                    continue
+                tried.add((gate["interruptId"], key))
+                payload = gate["payload"]
+                if payload["kind"] == "external-event":
+                    api.ok("POST", "/events", {**payload["data"], "payload": {"paid": True}})
+                    decided += 1
+                    continue
+                path = f"/runs/{wire(gate['runId'])}/interrupts/{gate['nodeId']}"
+                status, answer = api.call("POST", path, {"resumeValue": resume_value(payload)}, key=key)
+                if status == 200:
+                    decided += 1
+                elif status not in (403, 409):
+                    api.failures.append(f"POST {path}: {status} {answer}")
+        if decided == before:
+            return decided
+        time.sleep(1)  # the stack's dispatch moves the runs on
+    return decided
+
+
+def resume_value(payload: dict[str, Any]) -> Any:
+    """A value each kind of gate accepts (a credential is declined: granting needs the provider's grant)."""
+    kind = payload["kind"]
+    if kind in ("approval", "low-confidence"):
+        return {"action": "accept"}
+    if kind == "clarification":
+        return dict.fromkeys(payload["resumeSchema"]["required"], "because")
+    if kind == "credential":
+        return {"outcome": "declined"}
+    return {"approved": True}  # custom (a ModuleX interrupt too), conversation.start
+
+
+def complete_tasks(api: Api, made: dict[str, Any], token: str | None = None) -> int:
+    """Every task a worker may claim now completed, `token`'s first (a task a worker of the newer release claimed, with
+    the token it was given); how many."""
+    worker = made["workerKey"]
+
+    def claimed() -> str | None:
+        queues = made.get("taskQueues") or ["summarize"]
+        status, answer = api.call("POST", "/tasks:claim", {"queues": queues}, key=worker)
+        return str(answer["taskToken"]) if status == 200 else None
+
+    done, token = 0, token or claimed()
+    while token is not None:
+        status, answer = api.call("POST", f"/tasks/{token}/complete", {"output": {"summary": "ok"}}, key=worker)
+        if status != 200:
+            api.failures.append(f"POST /tasks/{{taskToken}}/complete: {status} {answer}")
+            return done
+        done, token = done + 1, claimed()
+    return done
+
+
+def fire_deadlines(schedules: list[dict[str, Any]], clock_file: Path, api: Api) -> int:
+    """Each schedule's input given to the timeouts function when its time comes, earliest first, the clock moved on to
+    it (a bucket's names its second, a deadline of its own its due time); how many fired."""
+    from interlude.local import lambda_runtime
+
+    fired = 0
+    for schedule in sorted(schedules, key=lambda s: s["input"].get("due", s["input"].get("dueSecond", 0))):
+        due = float(schedule["input"].get("due", schedule["input"].get("dueSecond", 0)))
+        if due + 1 > time.time() + float(clock_file.read_text() or 0):
+            clock_file.write_text(repr(due + 1 - time.time()))
+        try:
+            lambda_runtime.invoke("timeouts", schedule["input"])
+        except Exception as failed:  # noqa: BLE001 - every deadline is tried, each failure listed
+            api.failures.append(f"the deadline {schedule['name']} failed: {failed!r}")
+            continue
+        fired += 1
+    return fired
 
 
 def notices_delivered(api: Api, runs: dict[str, str], named: dict[str, str], bodies: list[str]) -> dict[str, Any]:

@@ -357,8 +357,8 @@ FUNCTIONS: tuple[Function, ...] = (
             # A webhook replay reads its event; a gate's text a format-9 event holds in its interrupt item is read
             # back in one BatchGetItem (interlude.store.head_parts.event_payloads, ADR 0134).
             "dynamodb:BatchGetItem",
-            # A suspended tenant's message is held (PutItem) in a transaction that checks the tenant is still suspended
-            # (interlude.store.tenants.TenantRecords.hold).
+            # A suspended tenant's notice is kept for its resume in a transaction that checks the tenant is still
+            # suspended (store/tenants.TenantRecords.hold).
             "dynamodb:ConditionCheckItem",
         ),
         # Delivery records: read before a dial (GetItem), created by the claim and updated with each attempt and its
@@ -406,8 +406,11 @@ FUNCTIONS: tuple[Function, ...] = (
         entries_table_actions=("dynamodb:BatchWriteItem",),
         reserved_concurrency=TIMEOUTS_CONCURRENCY,
         # A reminder's schedule (issue 14) fires here too: it queues the reminders of the gate it names. The daily
-        # retention sweep's schedule queues the sweep's first turn on the migrations queue.
-        sends_to=("notifications", "migrations"),
+        # retention sweep's schedule queues the sweep's first turn on the migrations queue. The audit sweep hands the
+        # work a tenant's resume left held back to its queue (interlude.app.tenant_lifecycle.hand_back_left).
+        sends_to=(OUTBOX_QUEUE, "callbacks", "actions", "notifications", "migrations"),
+        # The held notices it hands back carry decision links minted then (ADR 0190).
+        needs_public_base_url=True,
     ),
     Function(
         name="actions",
@@ -419,9 +422,10 @@ FUNCTIONS: tuple[Function, ...] = (
         consumes="actions",
         batch_size=1,
         # The effect record and the run's ledger (conditional transactions), the run head and its workflow, the
-        # run's transition; no queries.
+        # run's transition. One Query: whether a tenant without a record holds a key (store/tenant_standing.py).
         table_actions=(
             "dynamodb:GetItem",
+            "dynamodb:Query",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:ConditionCheckItem",
@@ -459,8 +463,8 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
-            # A suspended tenant's message is held (PutItem) in a transaction that checks the tenant is still suspended
-            # (interlude.store.tenants.TenantRecords.hold).
+            # A suspended tenant's notification is kept for its resume in a transaction that checks the tenant is still
+            # suspended (store/tenants.TenantRecords.hold).
             "dynamodb:ConditionCheckItem",
         ),
         secret_grants=(("SLACK_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
@@ -757,8 +761,9 @@ KEY_RING_SECRET = Secret(
     env="KEY_RING_SECRET",
     # dispatch mints the resolve token a callback notice carries (interlude.adapters.delivery.outbox).
     # notify mints each recipient's personal decision link (issue 14).
-    # admin mints anew, at a tenant's resume, the links of the notices held without them while it was suspended.
-    readers=("api", "dispatch", "notify", OPERATOR_FUNCTION),
+    # admin mints anew, at a tenant's resume, the links of the notices held without them while it was suspended;
+    # timeouts does so for a resume it takes over (the audit sweep: interlude.app.tenant_lifecycle.hand_back_left).
+    readers=("api", "dispatch", "notify", "timeouts", OPERATOR_FUNCTION),
     description="Interlude interrupt token key ring: the current kid signs, every kid held verifies",
 )
 # The audit checkpoint signing key (interlude.adapters.audit_key): signs audit checkpoints and nothing else.
@@ -2011,9 +2016,10 @@ class Schedules(NamedTuple):
     max_retry_attempts: int = 185
     max_event_age_s: int = 24 * 3600
     dead_letter_retention_s: int = 14 * 24 * 3600
-    # Scheduler invokes the target asynchronously: Lambda retries a failed invocation this often, then sends the
-    # event to the target's on-failure queue (kept as long as the dead letters).
+    # Scheduler invokes the target asynchronously: Lambda retries a failed invocation this often, for at most this long
+    # (Lambda's ceiling), then sends the event to the target's on-failure queue (kept as long as the dead letters).
     target_async_retries: int = 2
+    target_async_max_age_s: int = 6 * 3600
     # Environment of the managers, in SchedulerSettings' field order: group, target ARN, role ARN, DLQ ARN.
     environment: tuple[str, ...] = (
         "SCHEDULE_GROUP",
@@ -2026,6 +2032,22 @@ class Schedules(NamedTuple):
 # api schedules the task checks (a claim, and a heartbeat that outruns the last check: interlude.app.tasks); admin hands
 # a resumed tenant's deferred deadlines back to the scheduler and deletes a deleted tenant's schedules (issue 30).
 SCHEDULES = Schedules(target="timeouts", managers=("dispatch", "api", "admin"))
+# How long a schedule's input may still reach its target after it is due: Scheduler retries it max_event_age_s, then it
+# waits in the schedules' dead-letter queue for an operator to replay (a due item is kept as long: store/due_index.py).
+SCHEDULE_INPUT_KEPT_S = SCHEDULES.max_event_age_s + SCHEDULES.dead_letter_retention_s
+# How long a deleted tenant's record stays as its tombstone (interlude.app.tenant_lifecycle, docs/adr/0195): past the
+# longest any part of the deployment may still hand a worker the tenant's work, and a day more. A message's stay in a
+# dead-letter queue counts from its first send (standard queues), and a redrive back to its queue gives it that queue's
+# whole retention again; a schedule's input is retried, then dead-lettered; the timeouts function's failed invocations
+# are kept as long. (The stream's on-failure queue holds a failed batch's shard positions, no work past the stream's
+# 24 hours.) Past it, a tenant with no record and no key is the deleted tenant it was (store/tenant_standing.py), so
+# its work is dropped however late an operator redrives it.
+TENANT_WORK_CARRIED_S = max(
+    *(queue(q.dead_letter).retention_s + q.retention_s for q in QUEUES if q.dead_letter),
+    SCHEDULE_INPUT_KEPT_S,
+    SCHEDULES.target_async_max_age_s + SCHEDULES.dead_letter_retention_s,
+)
+TENANT_TOMBSTONE_S = TENANT_WORK_CARRIED_S + 24 * 3600
 # Deadlines due in one second share schedules (ADR 0132): each is listed in one of this many partitions of its second
 # (interlude.store.due_index), and one schedule per second and shard invokes SCHEDULES.target with the partition. At
 # the goal's 2,000 timed-out gates a second: 250 writes a second to each partition (of 1,000 WRU/s), 8 schedule

@@ -3,9 +3,10 @@ where the work held while it was suspended goes back at its resume, and its sche
 connections, which its deletion removes.
 
 Held work names its destination: `queue:{name}` (a wiring.QUEUES message, sent again under the tenant's group) or
-`deadline` (a schedule's input, handed back to the scheduler due at once, under a name of its own per deferral). A
-callbacks message was held without its notices' decision links (interlude.adapters.delivery.worker): it goes back
-with links minted anew for the gates still open, living from the resume (ADR 0190).
+`deadline` (a schedule's input, handed back to the scheduler due at once, under a name of its own per deferral; or, in
+the timeouts function, which the schedules invoke, fired there). A callbacks message was held without its notices'
+decision links (interlude.adapters.delivery.worker): it goes back with links minted anew for the gates still open,
+living from the resume (ADR 0190).
 A tenant's secrets are found under each prefix of wiring.TENANT_SECRET_PREFIXES by name (`{prefix}{tenant}` and
 `{prefix}{tenant}/…`, the tenant written as domain.ids.secret_name writes it), and its webhook subscriptions' by the
 names their items record (a subscription from before names were recorded kept its secret elsewhere).
@@ -13,6 +14,7 @@ names their items record (a subscription from before names were recorded kept it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from interlude import wiring
@@ -69,7 +71,13 @@ def queue_url(queue: str) -> str:
 
 class TenantOutside:
     def __init__(
-        self, store: Store, scheduler: Scheduler | None, secrets: Any, clock: Clock, connections: Connections | None
+        self,
+        store: Store,
+        scheduler: Scheduler | None,
+        secrets: Any,
+        clock: Clock,
+        connections: Connections | None,
+        fire: Callable[[dict[str, Any]], object] | None = None,
     ) -> None:
         self.store = store
         self.scheduler = scheduler
@@ -77,9 +85,15 @@ class TenantOutside:
         self.clock = clock
         # The WebSocket API's management API (None: the deployment has no WebSocket API).
         self.connections = connections
+        # Where the schedules' target hands a deferred deadline back: fired in the function itself (it cannot be a
+        # manager of the schedules that invoke it: its role's grants would name its own ARN).
+        self.fire = fire
 
     def hand_back(self, tenant: str, held: Held) -> None:
         if held.destination == DEADLINE_DESTINATION:
+            if self.fire is not None:
+                self.fire(held.body)
+                return
             if self.scheduler is None:
                 raise RuntimeError("this deployment has no scheduler to hand a deferred deadline back to")
             due = self.clock().timestamp() + HAND_BACK_DELAY_S

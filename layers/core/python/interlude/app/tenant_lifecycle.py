@@ -7,7 +7,9 @@ which `interlude tenants` invokes; docs/operations.md, "Tenants").
   work instead of doing it (interlude.store.tenant_standing): runs stay where they are, deadlines are deferred, callbacks
   and notifications wait; nothing is lost;
 * resume: the tenant is active again, and the work held meanwhile is handed back where it was going (messages to their
-  queues, deferred deadlines to the scheduler, due at once);
+  queues, deferred deadlines to the scheduler, due at once); a resume whose call stopped before it was all handed back
+  (cut short, or its CLI stopped calling) is taken over by the per-minute sweep (`hand_back_left`), so no run waits on
+  work held for a tenant that is active;
 * delete (a suspended tenant only): a job that goes on from its checkpoint at each call until it is done: it waits for
   work already in flight to end, deletes the tenant's schedules and secrets, then every item the tenant has in the
   table (whole-table scans, page by page, until one finds nothing), closing each live connection whose item it deletes,
@@ -21,11 +23,13 @@ holds outside the table, and where held work goes back), the clock, and the dele
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from interlude import wiring
 from interlude.app import audit_entries as audit
+from interlude.app.caught import caught
 from interlude.domain.clock import Clock, instant, iso
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
 from interlude.domain.ids import TENANT_RE
@@ -54,10 +58,10 @@ DEFAULT_PAGE = 50
 MAX_PAGE = 200
 # Held work handed back per batch, and items a deletion reads per page of its scan.
 HAND_BACK_BATCH = 25
+# How long whoever hands a tenant's held work back holds it without a batch done (a batch takes seconds): the sweep
+# takes over a resume whose call stopped this long after its last batch.
+HAND_BACK_LEASE_S = 120
 SCAN_PAGE_ITEMS = 1000
-# How long a deleted tenant's record stays as a tombstone (its report; work still in flight for it is dropped): the
-# longest any message about the tenant may wait in a queue (the dead-letter queues keep theirs 14 days).
-TOMBSTONE_S = 14 * 24 * 3600
 # A month's usage document is closed this long after the month ends (late work counts in the month it is done).
 CLOSE_AFTER = timedelta(days=1)
 # What a deletion leaves by design, named in its report.
@@ -155,7 +159,8 @@ class TenantLifecycle:
             raise Invalid(f"limit is 1 to {MAX_PAGE}", {"field": "limit"})
         page, last = self.records.page(limit, checked_tenant(after) if after is not None else None)
         usage = self.records.usage([stored.tenant for stored in page], month_of(self.clock()))
-        listed = {"tenants": [{**described(stored), "usage": shown(usage[stored.tenant])} for stored in page]}
+        rows = [{**described(stored), **unfinished(stored), "usage": shown(usage[stored.tenant])} for stored in page]
+        listed = {"tenants": rows}
         return {**listed, "after": last} if last else listed
 
     # -- suspend, resume ---------------------------------------------------------------------------------
@@ -173,23 +178,62 @@ class TenantLifecycle:
 
     def resume(self, tenant: str, more_time: Callable[[], bool]) -> dict[str, Any]:
         """Active again; then the held work is handed back, batch by batch while `more_time()`: `remaining` says that
-        some is left for the next call (resume again: an active tenant's resume goes on handing back)."""
+        some is left for the next call (resume again: an active tenant's resume goes on handing back; else the sweep
+        takes it over within minutes)."""
         stored = self._existing(tenant)
         if stored.status == DELETING:
             raise deleting(tenant)
         if stored.status == SUSPENDED:
             record = {key: value for key, value in stored.record.items() if key not in ("suspendedAt", "reason")}
             record["resumedAt"] = iso(self.clock())
-            stored = self._change(stored, ACTIVE, record, "tenant.resumed", {})
+            # Listed as handing back in the same write: whatever stops this call from here on, the work it leaves held
+            # is found by the sweep.
+            stored = self._change(stored, ACTIVE, record, "tenant.resumed", {}, handing_back=True)
+        handed, remaining = self._hand_back(stored, more_time)
+        return {**described(stored), "handedBack": handed, "remaining": remaining}
+
+    def hand_back_left(self, listed: Iterable[Stored], more_time: Callable[[], bool]) -> int:
+        """The per-minute sweep's part (the timeouts function, wiring.AUDIT_CHECKPOINT_SWEEP): the work each resume
+        left held (its call cut short, its CLI stopped; or work the daily sweep found held for an active tenant) handed
+        back while `more_time()`, each tenant's once no resume call has handed any back for HAND_BACK_LEASE_S; how many
+        pieces. `listed`: the records listed as handing back (TenantRecords.handing_back)."""
+        handed = 0
+        for stored in listed:
+            if not more_time():
+                break
+            now = self.clock().timestamp()
+            if not self.records.lease_hand_back(stored, now, now + HAND_BACK_LEASE_S, taking_over=True):
+                continue
+            try:
+                done, remaining = self._hand_back(stored, more_time)
+            except Exception:  # noqa: BLE001 - one tenant's failure stops no other's; its lease lapses, and it is retried
+                caught(logger, "tenant-hand-back", "the held work of tenant %s could not all be handed back", stored.tenant)
+                continue
+            handed += done
+            if remaining:
+                # Out of time: the next sweep goes on at once.
+                self.records.release_hand_back(stored)
+        return handed
+
+    def _hand_back(self, stored: Stored, more_time: Callable[[], bool]) -> tuple[int, bool]:
+        """The tenant's held work handed back, batch by batch while `more_time()`, each batch under the hand back's
+        lease while the record is listed (it stops when the record changed: suspended again, its work held again);
+        (how many, whether some is left). Once none is, the record is no longer listed."""
         handed, remaining = 0, True
         while remaining and more_time():
-            batch = self.records.held(tenant, HAND_BACK_BATCH)
+            now = self.clock().timestamp()
+            if stored.handing_back and not self.records.lease_hand_back(stored, now, now + HAND_BACK_LEASE_S):
+                # Changed since it was read: suspended again (its work held again), or all handed back by another.
+                return handed, False
+            batch = self.records.held(stored.tenant, HAND_BACK_BATCH)
             for held in batch:
-                self.outside.hand_back(tenant, held)
-                self.records.release(tenant, held)
+                self.outside.hand_back(stored.tenant, held)
+                self.records.release(stored.tenant, held)
             handed += len(batch)
             remaining = len(batch) == HAND_BACK_BATCH
-        return {**described(stored), "handedBack": handed, "remaining": remaining}
+        if not remaining and stored.handing_back:
+            self.records.handed_back(stored)
+        return handed, remaining
 
     # -- delete ------------------------------------------------------------------------------------------
 
@@ -293,7 +337,7 @@ class TenantLifecycle:
         }
         # The report is logged before the record turns into the tombstone: the operator's copy whatever happens next.
         logger.warning("tenant deleted", extra={"report": report})
-        expires = int(self.clock().timestamp()) + TOMBSTONE_S
+        expires = int(self.clock().timestamp()) + wiring.TENANT_TOMBSTONE_S
         self.records.put(stored, DELETED, {"createdAt": stored.record.get("createdAt"), "report": report}, expires)
         return {"tenant": stored.tenant, "status": DELETED, "done": True, "report": report}
 
@@ -323,17 +367,23 @@ class TenantLifecycle:
         return stored
 
     def _change(
-        self, stored: Stored, status: str, record: dict[str, Any], action: str, details: dict[str, Any]
+        self,
+        stored: Stored,
+        status: str,
+        record: dict[str, Any],
+        action: str,
+        details: dict[str, Any],
+        handing_back: bool = False,
     ) -> Stored:
         """The record's new status with its audit entry (in the tenant's own log), in one transaction."""
         entry = audit.entry(stored.tenant, OPERATOR, action, {"tenant": stored.tenant}, iso(self.clock()), details)
         try:
-            self.store.transact([self.records.put_item(stored, status, record)], entry)
+            self.store.transact([self.records.put_item(stored, status, record, handing_back)], entry)
         except Exception as exc:
             if self.records.lost_race(exc):
                 raise Unavailable(f"tenant {stored.tenant!r} changed meanwhile; try again", retry_after_s=1) from None
             raise
-        return Stored(stored.tenant, status, stored.version + 1, record)
+        return Stored(stored.tenant, status, stored.version + 1, record, handing_back)
 
 
 def deleting(tenant: str) -> Conflict:
@@ -351,6 +401,15 @@ def described(stored: Stored) -> dict[str, Any]:
         "status": stored.status,
         **{k: stored.record[k] for k in shown_fields if k in stored.record},
     }
+
+
+def unfinished(stored: Stored) -> dict[str, Any]:
+    """What a listing says of a resume or a deletion that has not ended: the held work still to hand back, or where
+    the deletion stands (it goes on only when called again)."""
+    if stored.status == DELETING:
+        job = stored.record.get("deletion") or {}
+        return {"deletion": {field: job[field] for field in ("phase", "pass", "items") if field in job}}
+    return {"handingBack": True} if stored.handing_back else {}
 
 
 def shown(usage: Usage) -> dict[str, Any]:

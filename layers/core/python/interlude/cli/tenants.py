@@ -188,11 +188,14 @@ def _report(answer: dict[str, Any]) -> str:
     return f"tenant {answer['tenant']} is deleted\n" + _lines(rows) + ("\n" + kept if kept else "")
 
 
+STATUSES = {"deleting": "being deleted"}
+
+
 def _tenants_table(answer: dict[str, Any]) -> str:
     rows = [
         (
             t["tenant"],
-            t["status"],
+            "active, held work going back" if t.get("handingBack") else STATUSES.get(t["status"], t["status"]),
             t.get("suspendedAt") or t.get("createdAt"),
             *(t["usage"].get(measure, 0) for measure, _ in MEASURES),
             _size(t["usage"].get("storageBytes", 0)),
@@ -201,7 +204,26 @@ def _tenants_table(answer: dict[str, Any]) -> str:
     ]
     headers = ("TENANT", "STATUS", "SINCE", *(title for _, title in MEASURES), "HISTORY WRITTEN")
     listed = table(headers, rows, "no tenants")
-    return listed + (f"\nmore: --after {answer['after']}" if answer.get("after") else "")
+    notes = [note for t in answer["tenants"] if (note := _unfinished(t))]
+    return "\n".join([listed, *notes]) + (f"\nmore: --after {answer['after']}" if answer.get("after") else "")
+
+
+def _unfinished(tenant: dict[str, Any]) -> str | None:
+    """A line on a resume or a deletion that has not ended, in words: what is left, and what goes on with it."""
+    name = tenant["tenant"]
+    if tenant.get("handingBack"):
+        return (
+            f"{name}: the work held while it was suspended is still going back to its runs; it goes on by itself "
+            f"within minutes (`interlude tenants resume {name}` sends it now)"
+        )
+    deletion = tenant.get("deletion")
+    if deletion is None:
+        return None
+    step = PHASES.get(deletion.get("phase", ""), "deleting")
+    return (
+        f"{name}: its deletion has not finished, {step} (pass {deletion.get('pass', 1)}, {deletion.get('items', 0)} "
+        f"items deleted so far); `interlude tenants delete {name}` goes on from there"
+    )
 
 
 def _usage(answer: dict[str, Any]) -> str:

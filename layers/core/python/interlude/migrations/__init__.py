@@ -157,6 +157,9 @@ def _run(
         if position is None:
             return True
         if not more_time():
+            # A turn that stops cleanly lets the next take over at once (it is queued now); one that died keeps its
+            # lease, and the table is held until it lapses.
+            store.release(migration.id, owner)
             return False
 
 

@@ -22,7 +22,8 @@ no queue was at hand) is taken on here too, inline. A tenant's open-runs counter
 usage: docs/adr/0123) have their ended months closed (app/tenant_lifecycle.close_ended_months), so months nobody read
 do not pile up on them. Approvals' inbox entries in their kind's family are deleted as migration 0010 deletes them (ADR
 0160): a rollback to 0.4.0 writes them again after 0010 ran, its claims without an expiry, and no close of a later
-release deletes them.
+release deletes them. An active tenant that still holds work kept while it was suspended (a resume that stopped short
+before this release listed it: docs/adr/0196) is listed for the per-minute sweep, which hands that work back.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from interlude.store.leases import PENDING
 from interlude.store.limits import USAGE_SK
 from interlude.store.migrations import MigrationStore, Scan
 from interlude.store.retention import RESTAMP_SK, RETAINED, RUNNING, RetentionStore, retained_head
-from interlude.store.tenants import TenantRecords
+from interlude.store.tenants import ACTIVE, HELD_SUFFIX, TenantRecords, held_pk
 
 if TYPE_CHECKING:
     from interlude.store.facade import Store
@@ -95,6 +96,9 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
     deleted = kind.apply(store, by_kind) if by_kind else 0
     counters = {tenant_of_pk(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == USAGE_SK}
     closed = _close_ended_months(store, counters, now)
+    partitions = {i[wiring.PARTITION_KEY]["S"] for i in items}
+    holding = {tenant_of_pk(pk) for pk in partitions if pk == held_pk(tenant_of_pk(pk))}
+    listed = _list_handing_back(store, holding)
     rows = [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
     heads = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in rows if i.get("status", {}).get("S") in FINISHED_STATUSES]
     waiting = [retained_head(i) for i in rows if i.get("status", {}).get("S") not in FINISHED_STATUSES]
@@ -126,7 +130,18 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
         if expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
             kept += retention.store.keep_listed(run.state)
     swept = sum(retention.turn(run_id, None, lambda: True, listing=run_id in unlisted) is None for run_id in finished)
-    return _retained(retention, heads) + swept + kept + len(jobs) + len(units) + closed + deleted
+    return _retained(retention, heads) + swept + kept + len(jobs) + len(units) + closed + deleted + listed
+
+
+def _list_handing_back(store: Store, tenants: set[str]) -> int:
+    """Each of `tenants` (they hold work kept while suspended) that is active and not listed yet, listed among those
+    whose held work the per-minute sweep hands back (app/tenant_lifecycle.hand_back_left); how many were."""
+    records, listed = TenantRecords(store), 0
+    for tenant in sorted(tenants):
+        stored = records.get(tenant, consistent=True)
+        if stored is not None and stored.status == ACTIVE and not stored.handing_back:
+            listed += records.list_handing_back(stored)
+    return listed
 
 
 # The tenants whose ended months this process closed, and the day it did: a tenant has up to 32 counter items, each a
@@ -210,7 +225,8 @@ def daily_sweep(now: datetime) -> Migration:
         RETENTION_SWEEP_ID,
         "retention_sweep",
         "finished runs whose retention never finished are retained; replays stopped before their send are queued;"
-        " tenants' ended months of usage are closed; approvals' inbox entries in their kind's family are deleted",
+        " tenants' ended months of usage are closed; approvals' inbox entries in their kind's family are deleted;"
+        " active tenants still holding work kept while suspended are listed for it to be handed back",
         Scan(
             f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR (attribute_exists(#retained) AND #retained <> #ttl)))"
             " OR (contains(pk, :listing) AND attribute_exists(runId) AND attribute_not_exists(#ttl))"
@@ -219,6 +235,7 @@ def daily_sweep(now: datetime) -> Migration:
             " OR (sk = :restamp AND #state = :running)"
             f" OR {_STUCK_UNIT}"
             " OR sk = :usage"
+            " OR (contains(pk, :held) AND attribute_exists(heldAt))"
             f" OR {kind.filter}",
             {
                 **FINISHED,
@@ -228,6 +245,7 @@ def daily_sweep(now: datetime) -> Migration:
                 ":running": RUNNING,
                 **_stuck_values(now),
                 ":usage": USAGE_SK,
+                ":held": HELD_SUFFIX,
                 **kind.values,
             },
             {

@@ -28,7 +28,7 @@ DUE_PK_PREFIX = "DL#"
 DEADLINE_ATTRIBUTE = "deadline"
 # A due item outlives its bucket's schedule's retries (Scheduler gives up after max_event_age_s) and then its input's
 # stay in the dead-letter queue, so a bucket invoked again from there still finds every deadline it lists.
-KEPT_PAST_DUE_S = wiring.SCHEDULES.max_event_age_s + wiring.SCHEDULES.dead_letter_retention_s
+KEPT_PAST_DUE_S = wiring.SCHEDULE_INPUT_KEPT_S
 
 
 def due_second(due: float) -> int:

@@ -5,8 +5,9 @@
                                  runner that holds it now), startedAt, finishedAt, release (the last to run it)
 
 One runner at a time holds a migration: it claims the checkpoint (a conditional update: the lease is free, lapsed
-or already its own), renews the lease with each page it records, and loses it, writing nothing more, when another
-runner took a lapsed lease over. A page is recorded after its writes, so a runner stopped between the two repeats
+or already its own), renews the lease with each page it records, gives it up when it stops out of time (the next turn
+goes on at once), and loses it, writing nothing more, when another runner took a lapsed lease over; a runner that
+died keeps it until it lapses. A page is recorded after its writes, so a runner stopped between the two repeats
 that page (its writes are idempotent), never skips one.
 """
 
@@ -125,6 +126,11 @@ class MigrationStore:
         self._update(
             migration_id, owner, f"{update} ADD scanned :scanned, written :written", names, values
         )
+
+    def release(self, migration_id: str, owner: str) -> None:
+        """Give the lease up (a turn out of time, stopped after recording its last page): the next runner claims the
+        migration at once, from its checkpoint."""
+        self._update(migration_id, owner, "REMOVE leaseUntil, #owner", {"#owner": "owner"}, {":me": a.s(owner)})
 
     def finish(self, migration_id: str, owner: str, at: str) -> None:
         self._update(

@@ -3,10 +3,11 @@ asked by every surface a tenant reaches (the API's keys, the console's sessions,
 and by every worker before it acts for a tenant (a queue's message, a deadline's schedule).
 
 A status read is trusted for `cache_seconds` on this instance (config: tenant_status_cache_seconds), so a suspension
-reaches every instance within that time. A tenant with no record (from before the registry, not yet listed by its
-migration) is active. A worker handed work for a tenant that is not active reads the status again, consistently, and
-either acts after all (resumed meanwhile), keeps the work for the tenant's resume (suspended: `held`), or drops it
-(being deleted, or deleted: nothing of the tenant is kept).
+reaches every instance within that time. A tenant with no record is active while it holds an API key (one from before
+the registry that its migration has not listed yet); one that holds none is a deleted tenant whose tombstone expired
+(wiring.TENANT_TOMBSTONE_S), and is taken as deleted (docs/adr/0195). A worker handed work for a tenant that is not
+active reads the status again, consistently, and either acts after all (resumed meanwhile), keeps the work for the
+tenant's resume (suspended: `held`), or drops it (being deleted, or deleted: nothing of the tenant is kept).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden
 from interlude.domain.expiring import ExpiringCache
 from interlude.store.table import Table
-from interlude.store.tenants import ACTIVE, SUSPENDED, TenantRecords
+from interlude.store.tenants import ACTIVE, DELETED, SUSPENDED, TenantRecords
 
 SUSPENDED_CODE = "interlude.tenant_suspended"
 # Tenants whose status an instance keeps (the least recently asked go first).
@@ -32,6 +33,8 @@ class TenantStatuses(Protocol):
     """The registry's side the gate needs (interlude.store.tenants.TenantRecords)."""
 
     def status(self, tenant: str, consistent: bool = False) -> str | None: ...
+
+    def holds_keys(self, tenant: str) -> bool: ...
 
     def status_and_settings(self, tenant: str) -> tuple[str | None, dict[str, Any] | None]: ...
 
@@ -95,10 +98,16 @@ class TenantStanding:
         self._known.forget(tenant)
 
     def _read(self, tenant: str, consistent: bool) -> str:
-        return self.remember(tenant, self.statuses.status(tenant, consistent=consistent))
+        read = self.statuses.status(tenant, consistent=consistent)
+        if read is None:
+            # Work for a tenant that has no record and no key (its dead letters redriven after its tombstone expired)
+            # is a deleted tenant's, and nothing is done for it.
+            read = ACTIVE if self.statuses.holds_keys(tenant) else DELETED
+        return self._known.keep(tenant, read, self.cache_seconds)
 
     def remember(self, tenant: str, read: str | None) -> str:
-        """Trust `read`, the registry's status of `tenant` as just read (None: no record), for cache_seconds."""
+        """Trust `read`, the registry's status of `tenant` as a request read it with the key it came with, for
+        cache_seconds (None: no record, and that key shows the tenant holds one: active)."""
         return self._known.keep(tenant, read or ACTIVE, self.cache_seconds)
 
 

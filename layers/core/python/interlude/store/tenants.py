@@ -5,6 +5,8 @@ while a tenant is suspended, its usage meters, and the pages of its items a dele
                                                              change is conditional on it), record: the rest as JSON
                                                              (createdAt, suspension, a deletion's checkpoint and, once
                                                              it is done, its report); ttl once deleted
+             (on the inbox index: gsi1pk TENANTS#HANDBACK, gsi1sk {tenant}, while its resume has held work to
+             hand back; handBackUntil: the lease of whoever hands it back, a resume call or the sweep)
   held work  T#{tenant}#HELD             {destination}#{id}  what a worker was handed while the tenant was suspended:
                                                              a queue's message, or a deadline's schedule input
   usage      T#{tenant}#METER#{part:02}  {YYYY-MM}           notifications of the month so far (and, written before
@@ -21,7 +23,8 @@ while a tenant is suspended, its usage meters, and the pages of its items a dele
 
 The registry is the operator's: its partition is no tenant's, so a tenant's deletion, which removes every item under
 `T#{tenant}`, the tenant's API keys (`K#…`) and its live connections (`LIVE#…`, each found by its `tenant`), leaves the record as the tombstone that keeps
-the deletion's report and turns away work still in flight for the tenant until it expires.
+the deletion's report and turns away work still in flight for the tenant until it expires (wiring.TENANT_TOMBSTONE_S);
+after, the tenant has neither a record nor a key, and its work is turned away all the same (store/tenant_standing.py).
 """
 
 from collections.abc import Iterator
@@ -42,11 +45,16 @@ from interlude.store.layout import (
     FIRST,
     LIVE_CONNECTION_PK_PREFIX,
     LIVE_CONNECTION_SK,
+    keys_index_pk,
     tenant_of_pk,
 )
-from interlude.store.table import BATCH_WRITE_MAX, Table, batch_get, batch_write_all
+from interlude.store.table import BATCH_WRITE_MAX, Table, batch_get, batch_write_all, conditionally
 
 REGISTRY_PK = "TENANTS"
+# The registry's value on the inbox index (overloaded, as the keys' listing is) that lists the records of the tenants
+# whose resume has held work still to hand back.
+HANDING_BACK = f"{REGISTRY_PK}#HANDBACK"
+HAND_BACK_UNTIL = "handBackUntil"
 ACTIVE, SUSPENDED, DELETING, DELETED = "active", "suspended", "deleting", "deleted"
 STATUSES = (ACTIVE, SUSPENDED, DELETING, DELETED)
 USAGE_PARTS = 16
@@ -57,8 +65,12 @@ def record_key(tenant: str) -> a.Item:
     return a.key(REGISTRY_PK, tenant)
 
 
+# What ends a held-work partition's key (a tenant's name holds no `#`).
+HELD_SUFFIX = "#HELD"
+
+
 def held_pk(tenant: str) -> str:
-    return f"T#{tenant}#HELD"
+    return f"T#{tenant}{HELD_SUFFIX}"
 
 
 def usage_key(tenant: str, part: int, month: str) -> a.Item:
@@ -79,12 +91,14 @@ class RecordChanged(Exception):
 
 
 class Stored(NamedTuple):
-    """A tenant's record as read: its status, the version its next change is conditional on, and the rest."""
+    """A tenant's record as read: its status, the version its next change is conditional on, and the rest;
+    `handing_back`: listed as having held work still to hand back."""
 
     tenant: str
     status: str
     version: int
     record: dict[str, Any]
+    handing_back: bool = False
 
 
 class Usage(NamedTuple):
@@ -128,6 +142,20 @@ class TenantRecords:
         item = got.get("Item")
         return str(item["status"]["S"]) if item and "status" in item else None
 
+    def holds_keys(self, tenant: str) -> bool:
+        """Whether any API key names the tenant (its listing on the inbox index: revoked ones too, until swept)."""
+        index = wiring.INBOX_INDEX
+        got = self.client.query(
+            TableName=self.table,
+            IndexName=index.name,
+            KeyConditionExpression="#gpk = :gpk",
+            ExpressionAttributeNames={"#gpk": index.partition_key},
+            ExpressionAttributeValues={":gpk": a.s(keys_index_pk(tenant))},
+            Select="COUNT",
+            Limit=1,
+        )
+        return bool(got.get("Count"))
+
     def status_and_settings(self, tenant: str) -> tuple[str | None, dict[str, Any] | None]:
         """The tenant's status (as `status` reads it) and its settings (as InteractionStore.get_settings reads them)
         in one BatchGetItem: what a new instance's first request of a tenant asks of both (ADR 0137)."""
@@ -163,12 +191,17 @@ class TenantRecords:
             raise
         return Stored(stored.tenant, status, stored.version + 1, record)
 
-    def put_item(self, stored: Stored, status: str, record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The same replacement as a transaction's labelled Put (store.transactions.TransactionalTable.transact, which writes more with it)."""
-        return REGISTRY_PK, {"Put": self._write(stored, status, record, None)}
+    def put_item(
+        self, stored: Stored, status: str, record: dict[str, Any], handing_back: bool = False
+    ) -> tuple[str, dict[str, Any]]:
+        """The same replacement as a transaction's labelled Put (store.transactions.TransactionalTable.transact, which
+        writes more with it); `handing_back`: listed among the records whose held work is to be handed back."""
+        return REGISTRY_PK, {"Put": self._write(stored, status, record, None, handing_back)}
 
     @staticmethod
-    def _write(stored: Stored, status: str, record: dict[str, Any], expires_at: int | None) -> dict[str, Any]:
+    def _write(
+        stored: Stored, status: str, record: dict[str, Any], expires_at: int | None, handing_back: bool = False
+    ) -> dict[str, Any]:
         item: a.Item = {
             **record_key(stored.tenant),
             "status": a.s(status),
@@ -177,6 +210,8 @@ class TenantRecords:
         }
         if expires_at is not None:
             item[wiring.TTL_ATTRIBUTE] = a.n(expires_at)
+        if handing_back:
+            item.update(_handing_back(stored.tenant))
         if stored.version == 0:
             condition = "attribute_not_exists(pk) OR #status = :deleted"
             names, values = {"#status": "status"}, {":deleted": a.s(DELETED)}
@@ -254,6 +289,72 @@ class TenantRecords:
 
     def release(self, tenant: str, held: Held) -> None:
         self.client.delete_item(TableName=self.table, Key=a.key(held_pk(tenant), held.sk))
+
+    # -- resumes with held work still to hand back ------------------------------------------------------------
+
+    def handing_back(self) -> list[Stored]:
+        """The records listed as having held work to hand back (the index is read eventually consistent: a record
+        changed since is found out by the conditional writes below)."""
+        index = wiring.INBOX_INDEX
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            IndexName=index.name,
+            KeyConditionExpression="#gpk = :gpk",
+            ExpressionAttributeNames={"#gpk": index.partition_key},
+            ExpressionAttributeValues={":gpk": a.s(HANDING_BACK)},
+        )
+        return [_stored(item) for page in pages for item in page.get("Items") or []]
+
+    def lease_hand_back(self, stored: Stored, now: float, until: float, taking_over: bool = False) -> bool:
+        """Hold the hand back of `stored`'s held work until `until` (a resume call at it, or the sweep); False when the
+        record changed since it was read (suspended again, or its work all handed back) or, `taking_over`, while
+        another holds it."""
+        condition = "#version = :version AND attribute_exists(#gpk)"
+        values = {":version": a.n(stored.version), ":until": a.n(until)}
+        if taking_over:
+            condition += f" AND (attribute_not_exists({HAND_BACK_UNTIL}) OR {HAND_BACK_UNTIL} < :now)"
+            values[":now"] = a.n(now)
+        return self._update_record(stored, f"SET {HAND_BACK_UNTIL} = :until", condition, values)
+
+    def release_hand_back(self, stored: Stored) -> bool:
+        """Let the hand back go (a sweep out of time): the next takes it over at once."""
+        condition = "#version = :version AND attribute_exists(#gpk)"
+        return self._update_record(stored, f"REMOVE {HAND_BACK_UNTIL}", condition, {":version": a.n(stored.version)})
+
+    def handed_back(self, stored: Stored) -> bool:
+        """No longer listed: its held work is all handed back (False: the record changed since it was read)."""
+        index = wiring.INBOX_INDEX
+        return self._update_record(
+            stored,
+            f"REMOVE #gpk, {index.sort_key}, {HAND_BACK_UNTIL}",
+            "#version = :version",
+            {":version": a.n(stored.version)},
+        )
+
+    def list_handing_back(self, stored: Stored) -> bool:
+        """List an active tenant's record as having held work to hand back (work a resume left held, found by the
+        daily sweep); False when it is no longer the record read, or is listed already."""
+        condition = "#version = :version AND #status = :active AND attribute_not_exists(#gpk)"
+        sets = ", ".join(f"{name} = :{name}" for name in _handing_back(stored.tenant))
+        values = {":version": a.n(stored.version), ":active": a.s(ACTIVE)}
+        values.update({f":{name}": value for name, value in _handing_back(stored.tenant).items()})
+        return self._update_record(stored, f"SET {sets}", condition, values)
+
+    def _update_record(self, stored: Stored, update: str, condition: str, values: dict[str, Any]) -> bool:
+        names = {"#version": "version", "#status": "status", "#gpk": wiring.INBOX_INDEX.partition_key}
+        # Only the names the expressions use: DynamoDB refuses one they do not.
+        return (
+            conditionally(
+                self.client.update_item,
+                TableName=self.table,
+                Key=record_key(stored.tenant),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={name: value for name, value in names.items() if name in update + condition},
+                ExpressionAttributeValues=values,
+            )
+            is not None
+        )
 
     # -- usage ------------------------------------------------------------------------------------------
 
@@ -427,4 +528,11 @@ def _stored(item: a.Item) -> Stored:
         status=item["status"]["S"],
         version=int(item["version"]["N"]),
         record=a.unpacked(item["record"]) if "record" in item else {},
+        handing_back=item.get(wiring.INBOX_INDEX.partition_key) == a.s(HANDING_BACK),
     )
+
+
+def _handing_back(tenant: str) -> a.Item:
+    """The attributes that list a record on the inbox index among those with held work to hand back."""
+    index = wiring.INBOX_INDEX
+    return {index.partition_key: a.s(HANDING_BACK), index.sort_key: a.s(tenant)}
