@@ -49,6 +49,7 @@ from tests.support.modulex_example import instructed_example
 from tests.support.queues import drain, mapped_until_gone, queued
 from tests.support.receiver import Receiver, delivering_to_loopback
 from tests.support.stream import Stream
+from tests.upgrade.previous_release import resume_value
 
 PREVIOUS = Path(__file__).resolve().parents[1] / "upgrade" / "previous"
 DUMP = PREVIOUS / "table.json.gz"
@@ -251,18 +252,6 @@ def inboxes(up: Upgraded) -> dict[str, list[str]]:
             assert status == 200, page
             pages[f"{who} {order}"] = [i["interruptId"] for i in page["interrupts"]]
     return pages
-
-
-def resume_value(payload: dict[str, Any]) -> Any:
-    """A value each kind of gate accepts (a credential is declined: granting needs the provider's grant)."""
-    kind = payload["kind"]
-    if kind in ("approval", "low-confidence"):
-        return {"action": "accept"}
-    if kind == "clarification":
-        return dict.fromkeys(payload["resumeSchema"]["required"], "because")
-    if kind == "credential":
-        return {"outcome": "declined"}
-    return {"approved": True}  # custom (a ModuleX interrupt too), conversation.start
 
 
 def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> None:
