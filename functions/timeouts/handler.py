@@ -100,7 +100,6 @@ def tenants() -> TenantLifecycle:
     # deadline, is fired here (this function is the schedules' target).
     from interlude.adapters.tenant_outside import TenantOutside
     from interlude.app.tenant_lifecycle import TenantLifecycle
-
     from interlude.store.facade import Store
 
     cfg = settings()

@@ -211,7 +211,8 @@ class Held:
         assert self.asked in noticed  # its notice was sent
         # with a decision link minted as it went back (ADR 0190), whoever handed it back: the resume or the sweep
         asked = [n for n in notices if n["runId"] == self.asked and n.get("type") == "interrupt.requested"]
-        assert asked and all("resolve" in n["links"] and n["token"] in n["links"]["resolve"] for n in asked), asked
+        assert asked
+        assert all("resolve" in n["links"] and n["token"] in n["links"]["resolve"] for n in asked), asked
         assert self.late in noticed  # its outbox item was taken: the notice of its gate was queued, and sent
         assert any("ann@example.com" in mail.destinations for mail in sent_mail())  # and ann was asked
 
