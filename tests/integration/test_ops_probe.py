@@ -34,7 +34,6 @@ from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.schedules import SchedulePump
-from interlude.local.sqs_pump import QueuePump
 from interlude.local.ttl import TtlPump
 from interlude.rules.retention import DAY_S, run_expiry
 from interlude.store.checkpoints import MIGRATION_PK
@@ -190,7 +189,7 @@ class Held:
         operator("suspend", tenant=tenant.name)
         dispatch(self.stream.pump())
         for queue in ("callbacks", "notifications"):
-            taken(queues, queue)
+            drain(queues, queue)
         clock.advance(clock_file, lifecycle_tests.GATE_S + 5)
         assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
         kinds = ["deadline", "queue:callbacks", "queue:notifications", "queue:outbox"]
@@ -203,7 +202,7 @@ class Held:
         """Every piece of held work went where it was going, and did what it would have done."""
         assert self.held() == []
         for queue in (wiring.OUTBOX_QUEUE, "callbacks", "notifications"):
-            taken(self.queues, queue)
+            drain(self.queues, queue)
         self.stream.settle()
         assert self.tenant.status(self.timed) == "failed"  # its deadline fired: the gate timed out
         notices = [json.loads(hit.body) for hit in self.receiver.hits]
@@ -215,16 +214,6 @@ class Held:
         assert all("resolve" in n["links"] and n["token"] in n["links"]["resolve"] for n in asked), asked
         assert self.late in noticed  # its outbox item was taken: the notice of its gate was queued, and sent
         assert any("ann@example.com" in mail.destinations for mail in sent_mail())  # and ann was asked
-
-
-def taken(queues: dict[str, str], queue: str) -> None:
-    """What waits on `queue`, taken by the function that consumes it, as its event source mapping hands it over."""
-    (function,) = [f.name for f in wiring.FUNCTIONS if f.consumes == queue]
-    pump = QueuePump(function, queues[queue])
-    for _ in range(50):
-        if not pump.pump_once():
-            return
-    raise AssertionError(f"the {queue} queue did not drain")
 
 
 def listed_in_words(tenant: str) -> str:

@@ -313,9 +313,12 @@ def test_a_suspended_tenants_work_is_held_then_goes_on_after_resume_and_its_defe
     resumed = operator("resume", tenant=tenant.name)
     assert (resumed["status"], resumed["handedBack"], resumed["remaining"]) == ("active", 2, False)
     # Then the held outbox message is on its queue again and, taken, moves the late run as it would have
-    drained = QueuePump(wiring.OUTBOX_QUEUE, env.queues[wiring.OUTBOX_QUEUE])
-    while drained.pump_once():
-        pass
+    (consumer,) = [f.name for f in wiring.FUNCTIONS if f.consumes == wiring.OUTBOX_QUEUE]
+    drained = QueuePump(consumer, env.queues[wiring.OUTBOX_QUEUE])
+    taken = 0
+    while handed := drained.pump_once():
+        taken += handed
+    assert taken >= 1
     assert services.store.get_run(late)[0].status == "waiting-approval"
     # and the deferred deadline is handed back to the scheduler and fires: the gate times out
     clock.advance(clock_file, 60)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import boto3
 
+from interlude import wiring
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump, to_event_record
 
 
 def drain(urls: dict[str, str], queue: str = "callbacks", rounds: int = 50) -> None:
-    """Play the queue's SQS mapping until it has nothing visible (backoff is 0 s in these tests)."""
-    pump = QueuePump(queue, urls[queue])
+    """Play the queue's SQS mapping, into the function that consumes it, until it has nothing visible (backoff is 0 s
+    in these tests)."""
+    (function,) = [f.name for f in wiring.FUNCTIONS if f.consumes == queue]
+    pump = QueuePump(function, urls[queue])
     for _ in range(rounds):
         if not pump.pump_once():
             return
