@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from interlude import config, wiring
 from interlude.composition import Services
@@ -17,6 +18,7 @@ from interlude.local.http_gateway import Gateway
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.rules.auth import Principal
 from interlude.store.facade import Store
+from tests.support.local_stack import wire
 from tests.support.moto_world import World, check_left_intact, create_world, private_account, shared_world
 
 # Longer than any test that bills usage to this month and reads it back takes on a loaded machine.
@@ -134,6 +136,19 @@ def signed_in(
 ) -> Principal:
     """The principal a request bearing a freshly issued key for `subject` authenticates as."""
     return services.keys.authenticate(f"Bearer {new_api_key(services, subject, tenant, scopes, **extra)}")
+
+
+def decision_token(gateway: str, run_id: str, key: str, node: str = "gate") -> str:
+    """A decision link's token for the run's gate, minted over HTTP with `key` as a tenant's client mints one."""
+    minted = requests.post(
+        f"{gateway}/runs/{wire(run_id)}/interrupts/{node}/tokens",
+        json={"intent": "resolve"},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+    assert minted.status_code == 201, minted.text
+    token: str = minted.json()["token"]
+    return token
 
 
 def state_of(services: Services, run_id: str):

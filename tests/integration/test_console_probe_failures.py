@@ -17,8 +17,7 @@ from interlude.api import tokens
 from interlude.api.console import routes as console_routes
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from tests.integration.conftest import new_api_key, signed_in
-from tests.support.local_stack import wire
+from tests.integration.conftest import decision_token, new_api_key, signed_in
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?", "actions": ["accept", "reject"]}}
 PROOF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -91,15 +90,8 @@ def test_a_console_page_that_fails_says_so_in_words(services, gateway, monkeypat
 def test_an_approval_page_that_fails_says_so_in_words(services, gateway, monkeypatch, fault: str) -> None:
     raise_it, status, retry_after = FAULTS[fault]
     run_id = waiting_run(services)
-    minted = requests.post(
-        f"{gateway}/runs/{wire(run_id)}/interrupts/gate/tokens",
-        json={"intent": "resolve"},
-        headers={"Authorization": f"Bearer {new_api_key(services)}"},
-        timeout=30,
-    )
-    assert minted.status_code == 201, minted.text
     # The link, served here (it names the deployment's https address).
-    link = gateway + "/interrupts/" + minted.json()["token"]
+    link = gateway + "/interrupts/" + decision_token(gateway, run_id, new_api_key(services))
     monkeypatch.setattr(tokens, "surface", raise_it)
 
     words = a_page_in_words(requests.get(link, headers={"Accept": "text/html"}, timeout=30), status, retry_after)

@@ -22,7 +22,7 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.lambda_runtime import fresh_instances
-from tests.integration.conftest import new_api_key, signed_in
+from tests.integration.conftest import decision_token, new_api_key, signed_in
 from tests.support.console import Browser
 from tests.support.local_stack import wire
 
@@ -74,14 +74,7 @@ class World:
         services.workflows.put_workflow(admin, "wf", definition)
         self.run_id = services.lifecycle.create_run(admin, CreateRunRequest(workflowId="wf")).runId
         self.other_key_id = new_api_key(services, "someone").split("_")[1]
-        minted = requests.post(
-            f"{gateway}/runs/{wire(self.run_id)}/interrupts/gate/tokens",
-            json={"intent": "resolve"},
-            headers={"Authorization": f"Bearer {self.key}"},
-            timeout=30,
-        )
-        assert minted.status_code == 201, minted.text
-        self.token = minted.json()["token"]
+        self.token = decision_token(gateway, self.run_id, self.key)
 
     def path_of(self, route: wiring.Route) -> str:
         values = {

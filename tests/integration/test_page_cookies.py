@@ -22,9 +22,8 @@ from interlude.config.delivery import PUBLIC_BASE_URL_ENV
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.lambda_runtime import fresh_instances
-from tests.integration.conftest import new_api_key, signed_in
+from tests.integration.conftest import decision_token, new_api_key, signed_in
 from tests.support.console import BROWSER_ACCEPT, PROOF, Browser
-from tests.support.local_stack import wire
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?", "actions": ["accept", "reject"]}}
 HTTPS_BASE = "https://approvals.example.com"
@@ -67,14 +66,7 @@ def waiting_run_and_link(services, gateway: str) -> tuple[str, str]:
     admin = signed_in(services)
     services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
     run_id = services.lifecycle.create_run(admin, CreateRunRequest(workflowId="wf")).runId
-    minted = requests.post(
-        f"{gateway}/runs/{wire(run_id)}/interrupts/gate/tokens",
-        json={"intent": "resolve"},
-        headers={"Authorization": f"Bearer {new_api_key(services)}"},
-        timeout=30,
-    )
-    assert minted.status_code == 201, minted.text
-    return run_id, "/interrupts/" + minted.json()["token"]
+    return run_id, "/interrupts/" + decision_token(gateway, run_id, new_api_key(services))
 
 
 @pytest.mark.parametrize("https", [True, False], ids=["https", "local-http"])
