@@ -34,6 +34,18 @@ def api_key_put(key_id: str, record: Mapping[str, Any]) -> tuple[str, dict[str, 
     return API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
+def tenant_keys_query(table: str, tenant: str) -> dict[str, Any]:
+    """The Query of the tenant's keys, oldest first: their listing on the inbox index."""
+    index = wiring.INBOX_INDEX
+    return {
+        "TableName": table,
+        "IndexName": index.name,
+        "KeyConditionExpression": "#gpk = :gpk",
+        "ExpressionAttributeNames": {"#gpk": index.partition_key},
+        "ExpressionAttributeValues": {":gpk": a.s(keys_index_pk(tenant))},
+    }
+
+
 class ApiKeyStore(TransactionalTable):
     def put_api_key(
         self,
@@ -75,14 +87,7 @@ class ApiKeyStore(TransactionalTable):
         """One page of the tenant's keys, oldest first, as (keyId, record), and the cursor after it. A cursor
         this tenant's listing did not issue raises ValueError."""
         index = wiring.INBOX_INDEX
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": index.name,
-            "KeyConditionExpression": "#gpk = :gpk",
-            "ExpressionAttributeNames": {"#gpk": index.partition_key},
-            "ExpressionAttributeValues": {":gpk": a.s(keys_index_pk(tenant))},
-            "Limit": limit,
-        }
+        kwargs: dict[str, Any] = {**tenant_keys_query(self.table, tenant), "Limit": limit}
         if cursor is not None:
             start = decode_cursor(cursor)
             if start is None or start[index.partition_key]["S"] != keys_index_pk(tenant):

@@ -36,6 +36,7 @@ from interlude import wiring
 from interlude.rules import usage as billing
 from interlude.store import attributes as a
 from interlude.store import limits as counters
+from interlude.store.api_keys import tenant_keys_query
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.interactions import settings_key, settings_read
 from interlude.store.item_index import shard_of
@@ -45,7 +46,6 @@ from interlude.store.layout import (
     FIRST,
     LIVE_CONNECTION_PK_PREFIX,
     LIVE_CONNECTION_SK,
-    keys_index_pk,
     tenant_of_pk,
 )
 from interlude.store.table import BATCH_WRITE_MAX, Table, batch_get, batch_write_all, conditionally
@@ -144,17 +144,7 @@ class TenantRecords:
 
     def holds_keys(self, tenant: str) -> bool:
         """Whether any API key names the tenant (its listing on the inbox index: revoked ones too, until swept)."""
-        index = wiring.INBOX_INDEX
-        got = self.client.query(
-            TableName=self.table,
-            IndexName=index.name,
-            KeyConditionExpression="#gpk = :gpk",
-            ExpressionAttributeNames={"#gpk": index.partition_key},
-            ExpressionAttributeValues={":gpk": a.s(keys_index_pk(tenant))},
-            Select="COUNT",
-            Limit=1,
-        )
-        return bool(got.get("Count"))
+        return bool(self.client.query(**tenant_keys_query(self.table, tenant), Select="COUNT", Limit=1).get("Count"))
 
     def status_and_settings(self, tenant: str) -> tuple[str | None, dict[str, Any] | None]:
         """The tenant's status (as `status` reads it) and its settings (as InteractionStore.get_settings reads them)
