@@ -224,6 +224,14 @@ def listed_in_words(tenant: str) -> str:
     return "\n".join(line for line in shown.splitlines() if line.startswith(tenant))
 
 
+@pytest.fixture
+def loopback_delivery(monkeypatch) -> None:
+    """The callbacks worker made afresh to deliver to a Receiver on loopback, two attempts a notice."""
+    for name, value in delivering_to_loopback(2).items():
+        monkeypatch.setenv(name, value)
+    lambda_runtime.fresh_instances()
+
+
 # A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
 @pytest.mark.private_world
 @pytest.mark.parametrize(
@@ -238,78 +246,66 @@ def listed_in_words(tenant: str) -> str:
     ],
     ids=lambda cut: cut if isinstance(cut, str) else cut[1],
 )
+@pytest.mark.usefixtures("loopback_delivery")
 def test_a_resume_cut_after_any_step_and_never_run_again_hands_its_held_work_back_by_itself(
-    env, monkeypatch, clock_file, cut
+    env, monkeypatch, clock_file, receiver, cut
 ):
-    for name, value in delivering_to_loopback(2).items():
-        monkeypatch.setenv(name, value)
-    lambda_runtime.fresh_instances()
-    receiver = Receiver().start()
-    try:
-        tenant = Tenant(f"{env.tenant}-resumed")
-        # Given a suspended tenant holding a deadline, a notice, a notification and an outbox item of its runs
-        held = Held(tenant, receiver, clock_file, env.queues)
-        admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
-        resume = {"operation": "resume", "tenant": tenant.name}
-        # When the operator's resume stops after that step (its call cut short there), or, one piece handed back a
-        # call, after its first call (the CLI stopped), and is never run again
-        if isinstance(cut, str):
-            monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
-            answer = admin.perform(resume, lifecycle_tests.steps(1))
-            assert (answer["handedBack"], answer["remaining"]) == (1, True)
-        else:
-            with monkeypatch.context() as patched:
-                crashes = Crashing(patched, [cut])
-                with pytest.raises(TimeoutError):
-                    admin.perform(resume, lambda: True)
-                assert crashes.crashed == [cut[1]]
-        # Then the tenant is active, and while work is left held the operator's listing says so in words
-        assert operator("list", after=tenant.name[:-1], limit=1)["tenants"][0]["status"] == "active"
-        shown = listed_in_words(tenant.name)
-        if held.held():
-            assert "active, held work going back" in shown
-            assert "still going back to its runs; it goes on by itself within minutes" in shown
-            assert f"`interlude tenants resume {tenant.name}` sends it now" in shown
-        assert "handingBack" not in shown
-        # and once no call has handed any back for the hand back's lease, the per-minute sweep hands the rest back:
-        # every run goes on as it would have
-        clock.advance(clock_file, tenant_lifecycle.HAND_BACK_LEASE_S + 1)
-        lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
-        held.went_on()
-        # and the listing no longer says anything is left
-        (line,) = listed_in_words(tenant.name).splitlines()
-        assert line.split()[1] == "active"
-        assert "going back" not in line
-    finally:
-        receiver.close()
+    tenant = Tenant(f"{env.tenant}-resumed")
+    # Given a suspended tenant holding a deadline, a notice, a notification and an outbox item of its runs
+    held = Held(tenant, receiver, clock_file, env.queues)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    resume = {"operation": "resume", "tenant": tenant.name}
+    # When the operator's resume stops after that step (its call cut short there), or, one piece handed back a
+    # call, after its first call (the CLI stopped), and is never run again
+    if isinstance(cut, str):
+        monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+        answer = admin.perform(resume, lifecycle_tests.steps(1))
+        assert (answer["handedBack"], answer["remaining"]) == (1, True)
+    else:
+        with monkeypatch.context() as patched:
+            crashes = Crashing(patched, [cut])
+            with pytest.raises(TimeoutError):
+                admin.perform(resume, lambda: True)
+            assert crashes.crashed == [cut[1]]
+    # Then the tenant is active, and while work is left held the operator's listing says so in words
+    assert operator("list", after=tenant.name[:-1], limit=1)["tenants"][0]["status"] == "active"
+    shown = listed_in_words(tenant.name)
+    if held.held():
+        assert "active, held work going back" in shown
+        assert "still going back to its runs; it goes on by itself within minutes" in shown
+        assert f"`interlude tenants resume {tenant.name}` sends it now" in shown
+    assert "handingBack" not in shown
+    # and once no call has handed any back for the hand back's lease, the per-minute sweep hands the rest back:
+    # every run goes on as it would have
+    clock.advance(clock_file, tenant_lifecycle.HAND_BACK_LEASE_S + 1)
+    lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
+    held.went_on()
+    # and the listing no longer says anything is left
+    (line,) = listed_in_words(tenant.name).splitlines()
+    assert line.split()[1] == "active"
+    assert "going back" not in line
 
 
 # A world of its own: the daily sweep reads the whole table.
 @pytest.mark.private_world
-def test_work_a_resume_of_an_earlier_release_left_held_goes_back_after_the_daily_sweep(env, monkeypatch, clock_file):
-    for name, value in delivering_to_loopback(2).items():
-        monkeypatch.setenv(name, value)
-    lambda_runtime.fresh_instances()
-    receiver = Receiver().start()
-    try:
-        tenant = Tenant(f"{env.tenant}-earlier")
-        held = Held(tenant, receiver, clock_file, env.queues)
-        # Given a resume as 0.11.0 made it, stopped before it handed anything back: the tenant active, its record
-        # listed nowhere
-        records = TenantRecords(Store(*wiring_tables()))
-        stored = records.get(tenant.name, consistent=True)
-        assert stored is not None
-        records.put(stored, "active", {"createdAt": stored.record["createdAt"], "resumedAt": clock.iso(clock.now())})
-        lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
-        assert len(held.held()) == 4
-        # When the daily sweep passes, then the per-minute sweep
-        retention_tests.daily_sweep(env)
-        assert "held work going back" in listed_in_words(tenant.name)
-        lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
-        # Then the work went back, and every run went on
-        held.went_on()
-    finally:
-        receiver.close()
+@pytest.mark.usefixtures("loopback_delivery")
+def test_work_a_resume_of_an_earlier_release_left_held_goes_back_after_the_daily_sweep(env, clock_file, receiver):
+    tenant = Tenant(f"{env.tenant}-earlier")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    # Given a resume as 0.11.0 made it, stopped before it handed anything back: the tenant active, its record
+    # listed nowhere
+    records = TenantRecords(Store(*wiring_tables()))
+    stored = records.get(tenant.name, consistent=True)
+    assert stored is not None
+    records.put(stored, "active", {"createdAt": stored.record["createdAt"], "resumedAt": clock.iso(clock.now())})
+    lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
+    assert len(held.held()) == 4
+    # When the daily sweep passes, then the per-minute sweep
+    retention_tests.daily_sweep(env)
+    assert "held work going back" in listed_in_words(tenant.name)
+    lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input))
+    # Then the work went back, and every run went on
+    held.went_on()
 
 
 @pytest.mark.private_world  # the deletion reads the whole table
@@ -342,43 +338,37 @@ OLD_TOMBSTONE_S = 14 * DAY_S  # the tombstone's life until 0.12.0: the dead-lett
 
 # A world of its own: the deletion reads the whole table, and so do the TTL sweep and `naming`.
 @pytest.mark.private_world
-def test_a_deleted_tenants_notice_redriven_from_its_dead_letters_weeks_on_is_dropped(env, monkeypatch, clock_file):
-    for name, value in delivering_to_loopback(2).items():
-        monkeypatch.setenv(name, value)
-    lambda_runtime.fresh_instances()
-    receiver = Receiver().start()
-    try:
-        gone = Tenant(f"{env.tenant}-redriven")
-        # Given a run whose callback notices wait in the dead letters (its receiver was down: kept as they were queued)
-        run_id = gone.start("gate", callbackUrl=receiver.url())
-        Stream(wiring_tables()[0]).settle()
-        callbacks = env.queues["callbacks"]
-        waiting = queued(callbacks)
+@pytest.mark.usefixtures("loopback_delivery")
+def test_a_deleted_tenants_notice_redriven_from_its_dead_letters_weeks_on_is_dropped(env, clock_file, receiver):
+    gone = Tenant(f"{env.tenant}-redriven")
+    # Given a run whose callback notices wait in the dead letters (its receiver was down: kept as they were queued)
+    run_id = gone.start("gate", callbackUrl=receiver.url())
+    Stream(wiring_tables()[0]).settle()
+    callbacks = env.queues["callbacks"]
+    waiting = queued(callbacks)
+    for message in waiting:
+        boto3.client("sqs").delete_message(QueueUrl=callbacks, ReceiptHandle=message["ReceiptHandle"])
+    assert {json.loads(message["Body"])["notice"]["runId"] for message in waiting} == {run_id}
+    # and the tenant deleted
+    operator("suspend", tenant=gone.name)
+    deleted(gone.name)
+    deleted_at = clock.now().timestamp()
+    # When an operator redrives its dead letters just after the tombstone's old life, and again once the tombstone
+    # is gone too (DynamoDB's TTL deleted it)
+    for life in (OLD_TOMBSTONE_S, wiring.TENANT_TOMBSTONE_S):
+        clock.advance(clock_file, deleted_at + life + 3600 - clock.now().timestamp())
+        TtlPump(*wiring_tables()).sweep()
         for message in waiting:
-            boto3.client("sqs").delete_message(QueueUrl=callbacks, ReceiptHandle=message["ReceiptHandle"])
-        assert {json.loads(message["Body"])["notice"]["runId"] for message in waiting} == {run_id}
-        # and the tenant deleted
-        operator("suspend", tenant=gone.name)
-        deleted(gone.name)
-        deleted_at = clock.now().timestamp()
-        # When an operator redrives its dead letters just after the tombstone's old life, and again once the tombstone
-        # is gone too (DynamoDB's TTL deleted it)
-        for life in (OLD_TOMBSTONE_S, wiring.TENANT_TOMBSTONE_S):
-            clock.advance(clock_file, deleted_at + life + 3600 - clock.now().timestamp())
-            TtlPump(*wiring_tables()).sweep()
-            for message in waiting:
-                boto3.client("sqs").send_message(QueueUrl=callbacks, MessageBody=message["Body"])
-            drain(env.queues)
-            # Then the notice is dropped: nothing is sent, and nothing of the tenant is written again (no delivery
-            # record, no signing secret) but the tombstone, while it lasts
-            assert receiver.hits == []
-            left = [item["pk"]["S"] for item in naming(gone.name)]
-            assert left == (["TENANTS"] if life < wiring.TENANT_TOMBSTONE_S else []), life
-            assert naming(gone.name, wiring_tables()[1]) == []
-            assert secrets_naming(gone.name) == []
-            assert queued(callbacks) == []
-    finally:
-        receiver.close()
+            boto3.client("sqs").send_message(QueueUrl=callbacks, MessageBody=message["Body"])
+        drain(env.queues)
+        # Then the notice is dropped: nothing is sent, and nothing of the tenant is written again (no delivery
+        # record, no signing secret) but the tombstone, while it lasts
+        assert receiver.hits == []
+        left = [item["pk"]["S"] for item in naming(gone.name)]
+        assert left == (["TENANTS"] if life < wiring.TENANT_TOMBSTONE_S else []), life
+        assert naming(gone.name, wiring_tables()[1]) == []
+        assert secrets_naming(gone.name) == []
+        assert queued(callbacks) == []
 
 
 # -- the operator CLI: one clear line, never a flood, never a call made twice -------------------------------------------
