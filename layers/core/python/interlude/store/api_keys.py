@@ -12,7 +12,7 @@ from interlude.domain.audit import AuditDraft
 from interlude.domain.clock import epoch_of
 from interlude.store import attributes as a
 from interlude.store.idempotency import AnsweredRecord
-from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, api_key_pk, keys_index_pk
+from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, api_key_pk, keys_index_pk, tenant_keys_query
 from interlude.store.table import conditionally
 from interlude.store.transactions import LostRace, TransactionalTable
 
@@ -32,18 +32,6 @@ def api_key_put(key_id: str, record: Mapping[str, Any]) -> tuple[str, dict[str, 
     if record.get("expiresAt"):
         key_item[wiring.TTL_ATTRIBUTE] = a.n(int(epoch_of(record["expiresAt"])) + KEY_RETENTION_S)
     return API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": "attribute_not_exists(pk)"}}
-
-
-def tenant_keys_query(table: str, tenant: str) -> dict[str, Any]:
-    """The Query of the tenant's keys, oldest first: their listing on the inbox index."""
-    index = wiring.INBOX_INDEX
-    return {
-        "TableName": table,
-        "IndexName": index.name,
-        "KeyConditionExpression": "#gpk = :gpk",
-        "ExpressionAttributeNames": {"#gpk": index.partition_key},
-        "ExpressionAttributeValues": {":gpk": a.s(keys_index_pk(tenant))},
-    }
 
 
 class ApiKeyStore(TransactionalTable):

@@ -236,6 +236,18 @@ def keys_index_pk(tenant: str) -> str:
     return f"T#{tenant}#KEYS"
 
 
+def tenant_keys_query(table: str, tenant: str) -> dict[str, Any]:
+    """The Query of the tenant's keys, oldest first: their listing on the inbox index (store/api_keys.py)."""
+    index = wiring.INBOX_INDEX
+    return {
+        "TableName": table,
+        "IndexName": index.name,
+        "KeyConditionExpression": "#gpk = :gpk",
+        "ExpressionAttributeNames": {"#gpk": index.partition_key},
+        "ExpressionAttributeValues": {":gpk": {"S": keys_index_pk(tenant)}},
+    }
+
+
 def console_session_pk(tenant: str, session_id: str) -> str:
     return f"T#{tenant}#CONSOLE#{session_id}"
 

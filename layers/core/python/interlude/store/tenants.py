@@ -36,7 +36,6 @@ from interlude import wiring
 from interlude.rules import usage as billing
 from interlude.store import attributes as a
 from interlude.store import limits as counters
-from interlude.store.api_keys import tenant_keys_query
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.interactions import settings_key, settings_read
 from interlude.store.item_index import shard_of
@@ -46,6 +45,7 @@ from interlude.store.layout import (
     FIRST,
     LIVE_CONNECTION_PK_PREFIX,
     LIVE_CONNECTION_SK,
+    tenant_keys_query,
     tenant_of_pk,
 )
 from interlude.store.table import BATCH_WRITE_MAX, Table, batch_get, batch_write_all, conditionally
