@@ -10,10 +10,15 @@ from interlude.app import streams as streaming
 from interlude.domain.budgets import answer_bytes, last_page
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.faces.modulex.frames import RunView
-from interlude.faces.modulex.listen import catch_up, response
+from interlude.faces.modulex.listen import catch_up, closed_gates, response
 
 BOUNDS = streaming.Bounds(hold_s=0.05, linger_s=0.0, retry_ms=7)
-VIEW = RunView("t1/runrunrunrunrunrun01", "flow", "1", {"ask": {"id": "ask", "type": "interrupt", "name": "Ask"}})
+VIEW = RunView(
+    "t1/runrunrunrunrunrun01",
+    "flow",
+    "1",
+    {node: {"id": node, "type": "interrupt", "name": node.title()} for node in ("ask", "check")},
+)
 
 
 def doc(sequence: int, kind: str, node: str | None = None, size: int = 10) -> dict[str, Any]:
@@ -165,3 +170,55 @@ def test_two_listens_of_a_run_that_did_not_move_are_the_same_frame_for_frame():
     again, _ = listen(events, state(events), budget=answer_bytes(events) // 3, now="12:05")
     assert first == again
     assert first[-1]["data"]["timestamp"] == "2026-12-07T12:00:00Z"  # when the run paused
+
+
+def answered(rounds: int) -> list[dict[str, Any]]:
+    """run.started, then `rounds` of (ask started, its question, its answer, ask completed), then the question again."""
+    events = [doc(0, "run.started")]
+    for _ in range(rounds):
+        for kind in ("node.started", "interrupt.requested", "interrupt.resolved", "node.completed"):
+            events.append(doc(len(events), kind, "ask"))
+    events.append(doc(len(events), "node.started", "ask"))
+    events.append(doc(len(events), "interrupt.requested", "ask"))
+    return events
+
+
+def test_a_gate_is_closed_by_its_node_s_next_answer_or_cancel_or_the_run_s_end():
+    events = answered(2)
+    assert closed_gates(events) == {2, 6}  # the question asked now (10) is open
+    cancelled = [*events, doc(11, "interrupt.requested", "check"), doc(12, "node.cancelled", "check")]
+    assert closed_gates(cancelled) == {2, 6, 11}  # check's gate, cancelled with its node; ask's still open
+    assert closed_gates([*cancelled, doc(13, "run.cancelled")]) == {2, 6, 10, 11}
+    # A question asked after the run's end (a node of a finished run retried) is open.
+    assert closed_gates([doc(0, "run.failed"), doc(1, "interrupt.requested", "ask")]) == set()
+
+
+def test_a_listen_without_last_event_id_asks_only_the_question_the_run_waits_on():
+    events = answered(3)
+    frames, _ = listen(events, state(events))
+    kinds = [f["data"]["type"] for f in frames]
+    assert kinds.count("interrupt") == 1
+    assert kinds.count("resumed") == 3  # what was answered is still told
+    assert kinds[-2:] == ["interrupt", "interrupted"]
+    assert int(frames[-2]["id"]) == events[-1]["sequence"]
+    # A client that sends Last-Event-ID reads every frame after it, the questions answered since included, in order.
+    frames, _ = listen(events, state(events), last=0)
+    assert [int(f["id"]) for f in frames if "id" in f] == list(range(1, len(events)))
+    assert [f["data"]["type"] for f in frames].count("interrupt") == 4
+
+
+def test_a_listen_of_a_run_that_ended_asks_nothing():
+    events = [*answered(1), doc(7, "interrupt.resolved", "ask"), doc(8, "run.completed")]
+    kinds = [f["data"]["type"] for f in listen(events, state(events, "completed"))[0]]
+    assert "interrupt" not in kinds
+    assert kinds[-1] == "done"
+
+
+def test_the_skip_counts_what_a_read_from_its_last_event_id_sends_before_the_frames_shown():
+    events = answered(30)
+    frames, _ = listen(events, state(events), budget=answer_bytes(events) // 3)
+    skipped = frames[1]["data"]["data"]
+    first_shown = int(frames[2]["id"])
+    paged, _ = listen(events, state(events), last=skipped["last_event_id"])
+    before = [int(f["id"]) for f in paged if "id" in f and int(f["id"]) < first_shown]
+    assert skipped["skipped_frames"] == len(before) > 0

@@ -1,0 +1,194 @@
+"""What a ModuleX client meets around a resume, on the real local stack (the real handlers behind the local HTTP
+gateway on 127.0.0.1, over moto), driven by modulex-python where the SDK can send the request:
+
+* listen, resume, listen again: the second listen (no Last-Event-ID, as the SDKs send) shows the run as it is now (the
+  next gate, its end, or still running), never the gate already answered as if it waited; a client that sends
+  Last-Event-ID still reads every frame, in order;
+* the recursion limit a run gets: the request's `config.recursion_limit`, else the deployed (or inline) workflow's own
+  `config.recursion_limit`, else 1,000 steps; a request's above 10,000 is taken as 10,000, a definition's is refused
+  when it is deployed or run;
+* a resume body holding a field the contract does not give it (`comand`, `reume`) is `422` naming the field, and the
+  gate stays open, where the answer was lost or the gate answered with the field left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from httpx_sse import connect_sse
+from modulex import Modulex
+
+from tests.support.local_stack import Api, running_stack
+
+# A listen on a quiet run ends within about two seconds here (production: 20 s hold, 0.5 s linger).
+SHORT_BOUNDS = {
+    "INTERLUDE_STREAM_HOLD_SECONDS": "1.5",
+    "INTERLUDE_STREAM_LINGER_SECONDS": "0.3",
+    "INTERLUDE_STREAM_RETRY_MS": "100",
+}
+DEADLINE_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    with running_stack(tmp_path_factory.mktemp("modulex-after-resume"), SHORT_BOUNDS) as info:
+        yield info
+
+
+@pytest.fixture(scope="module")
+def api(stack) -> Api:
+    return Api.of(stack)
+
+
+def sdk(api: Api) -> Modulex:
+    return Modulex(api_key=api.api_key, organization_id=api.tenant, base_url=api.base_url, max_retries=0)
+
+
+def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:
+    return {"id": node_id, "type": kind, "name": node_id, "x": x, "y": 0, f"{kind}_config": config}
+
+
+def chain(*nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    ids = [n["id"] for n in nodes]
+    return {
+        "metadata": {"name": f"after resume {uuid.uuid4().hex[:6]}", "version": "1.0.0"},
+        "nodes": list(nodes),
+        "edges": [{"source": a, "target": b} for a, b in zip(ids, ids[1:], strict=False)],
+        **extra,
+    }
+
+
+def question(node_id: str, x: int, message: str) -> dict[str, Any]:
+    return node(node_id, "interrupt", x, message=message)
+
+
+def step(node_id: str, x: int) -> dict[str, Any]:
+    return node(node_id, "transformer", x, operations=[])
+
+
+TWO_GATES = chain(question("first", 0, "First?"), question("second", 300, "Second?"), step("after", 600))
+# After its gate, a model call: a task that waits for the tenant's worker, so the answered run is still running.
+GATE_THEN_TASK = chain(
+    question("ask", 0, "Go on?"), node("think", "llm", 300, user_prompt="{{ask}}"), step("after", 600)
+)
+
+
+# -- listen, resume, listen --------------------------------------------------------------------------------------------
+
+
+async def first_listen(client: Modulex, run_id: str) -> list[Any]:
+    """What a client that acts on the first question it sees reads of one `listen()`: the frames up to the first
+    `interrupt`, or all of them up to where the SDK stops (`done`, `error`, `cancelled`, `interrupted`, the end)."""
+    seen = []
+    async with client.executions.listen(run_id) as stream:
+        async for event in stream:
+            seen.append(event)
+            if event.event == "interrupt":
+                break
+    return seen
+
+
+async def question_seen(client: Modulex, run_id: str) -> str:
+    """The message of the first question a listen shows, once the run has reached one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while loop.time() < deadline:
+        seen = await first_listen(client, run_id)
+        if seen and seen[-1].event == "interrupt":
+            return str(seen[-1].data["data"]["message"])
+    raise AssertionError(f"no interrupt frame on {run_id}")
+
+
+async def settled(client: Modulex, run_id: str, status: str, node: str | None = None) -> None:
+    """Wait until the run's state is `status` (at `node`, when given): the state route reads the head, not the log."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while loop.time() < deadline:
+        state = await client.executions.get_state(run_id)
+        if state.metadata["status"] == status and (node is None or state.next == [node]):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} never {status} at {node}")
+
+
+def test_a_listen_after_a_resume_shows_the_next_gate_not_the_one_answered(api):
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            started = await client.executions.run(workflow=TWO_GATES)
+            assert await question_seen(client, started.run_id) == "First?"
+            await client.executions.resume(started.thread_id, started.run_id, {"ok": 1})
+            await settled(client, started.run_id, "interrupted", "second")
+
+            seen = await first_listen(client, started.run_id)
+            asked = [e.data["data"]["message"] for e in seen if e.event == "interrupt"]
+            assert asked == ["Second?"], [e.event for e in seen]
+            # What was answered is still told, as the answer it was.
+            [resumed] = [e for e in seen if e.event == "resumed"]
+            assert (resumed.data["data"]["node_id"], resumed.data["data"]["resume_value"]) == ("first", {"ok": 1})
+            # A client that reads on to where the SDK stops stops on the gate the run waits at.
+            async with client.executions.listen(started.run_id) as stream:
+                whole = [event async for event in stream]
+            assert [e.data["data"]["message"] for e in whole if e.event == "interrupt"] == ["Second?"]
+            assert (whole[-1].event, whole[-1].data["data"]["node_ids"]) == ("interrupted", ["second"])
+
+            await client.executions.resume(started.thread_id, started.run_id, {"ok": 2})
+            await settled(client, started.run_id, "completed")
+            seen = await first_listen(client, started.run_id)
+            assert "interrupt" not in [e.event for e in seen]
+            assert seen[-1].event == "done"
+
+    asyncio.run(scenario())
+
+
+def test_a_listen_after_a_resume_of_a_run_still_running_shows_no_gate(api):
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            started = await client.executions.run(workflow=GATE_THEN_TASK)
+            assert await question_seen(client, started.run_id) == "Go on?"
+            await client.executions.resume(started.thread_id, started.run_id, {"ok": True})
+            await settled(client, started.run_id, "running")  # the model call waits for the tenant's worker
+
+            seen = await first_listen(client, started.run_id)
+            assert "interrupt" not in [e.event for e in seen], [e.event for e in seen]
+            # The SDK's listen ends with no terminal frame (the response's heartbeat is skipped): the run goes on.
+            assert seen[-1].event not in {"interrupted", "done", "error", "cancelled"}
+            assert [e.data["node"] for e in seen if e.event == "node_started"][-1] == "think"
+
+    asyncio.run(scenario())
+
+
+def listened(api: Api, run_id: str, last: int | None) -> list[dict[str, Any]]:
+    """The frames of one listen read by httpx-sse (the SDK's parser), sending Last-Event-ID when `last` is given."""
+    headers = {"Authorization": f"Bearer {api.api_key}"}
+    if last is not None:
+        headers["Last-Event-ID"] = str(last)
+    url = f"{api.base_url}/workflows/listen/{run_id}"
+    with httpx.Client(timeout=30) as client, connect_sse(client, "GET", url, headers=headers) as source:
+        assert source.response.status_code == 200, source.response.read()
+        return [{**json.loads(e.data), "id": e.id} for e in source.iter_sse()]
+
+
+def test_a_client_that_sends_last_event_id_still_reads_every_frame_in_order(api):
+    async def scenario() -> str:
+        async with sdk(api) as client:
+            started = await client.executions.run(workflow=TWO_GATES)
+            assert await question_seen(client, started.run_id) == "First?"
+            await client.executions.resume(started.thread_id, started.run_id, {"ok": 1})
+            await settled(client, started.run_id, "interrupted", "second")
+            return started.run_id
+
+    run_id = asyncio.run(scenario())
+    opening = listened(api, run_id, None)[0]
+    assert opening["type"] == "metadata"
+    frames = listened(api, run_id, int(opening["id"]))
+    told = [
+        (f["type"], f["data"].get("node_id")) for f in frames if f["type"] in {"interrupt", "resumed", "interrupted"}
+    ]
+    assert told == [("interrupt", "first"), ("resumed", "first"), ("interrupt", "second"), ("interrupted", None)]
+    ids = [int(f["id"]) for f in frames if f["type"] != "interrupted"]
+    assert ids == sorted(set(ids))  # in order, none twice
