@@ -23,7 +23,7 @@ import pytest
 from httpx_sse import connect_sse
 from modulex import Modulex
 
-from tests.support.local_stack import Api, running_stack
+from tests.support.local_stack import Api, running_stack, until
 
 # A listen on a quiet run ends within about two seconds here (production: 20 s hold, 0.5 s linger).
 SHORT_BOUNDS = {
@@ -192,3 +192,85 @@ def test_a_client_that_sends_last_event_id_still_reads_every_frame_in_order(api)
     assert told == [("interrupt", "first"), ("resumed", "first"), ("interrupt", "second"), ("interrupted", None)]
     ids = [int(f["id"]) for f in frames if f["type"] != "interrupted"]
     assert ids == sorted(set(ids))  # in order, none twice
+
+
+# -- the recursion limit a run gets -----------------------------------------------------------------------------------
+
+
+def steps(count: int, **extra: Any) -> dict[str, Any]:
+    """`count` transformer steps in a chain, then a question: `count` + 1 node executions reach the question."""
+    return chain(*(step(f"step_{i}", i * 100) for i in range(count)), question("ask", count * 100, "Go on?"), **extra)
+
+
+def own_limit(limit: int | None) -> dict[str, Any]:
+    return steps(3, config={} if limit is None else {"recursion_limit": limit})
+
+
+def outcome(api: Api, run_id: str) -> str:
+    """Where the run stops: `interrupted` at its question, or `failed` when its recursion limit stops it first."""
+    status = until(
+        lambda: (s := api.call("GET", f"/workflows/state/{run_id}").json()["metadata"]["status"]) != "running" and s,
+        DEADLINE_S,
+    )
+    if status == "failed":
+        assert "recursion" in api.call("GET", f"/workflow-runs/{run_id}").json()["error_message"].lower()
+    return str(status)
+
+
+@pytest.mark.parametrize(
+    ("requested", "own", "expected"),
+    [
+        (None, 2, "failed"),  # the workflow's own limit applies when the request gives none
+        (50, 2, "interrupted"),  # the request's wins over the workflow's own, upwards
+        (2, 50, "failed"),  # and downwards
+        (None, None, "interrupted"),  # neither: 1,000 steps
+        (10**6, 2, "interrupted"),  # a request's above the ceiling is taken as 10,000, still the request's
+    ],
+)
+@pytest.mark.parametrize("source", ["database", "request"])
+def test_a_run_s_recursion_limit_is_the_request_s_else_the_workflow_s_own(api, source, requested, own, expected):
+    async def scenario() -> str:
+        async with sdk(api) as client:
+            config = None if requested is None else {"recursion_limit": requested}
+            if source == "database":
+                deployed = await client.workflows.create(own_limit(own), name="limits")
+                started = await client.executions.run(workflow_id=deployed.id, config=config)
+            else:
+                started = await client.executions.run(workflow=own_limit(own), config=config)
+            assert started.workflow_source == source
+            return started.run_id
+
+    assert outcome(api, asyncio.run(scenario())) == expected
+
+
+def test_a_run_takes_the_limit_of_the_workflow_s_version_it_runs(api):
+    async def scenario() -> tuple[str, str]:
+        async with sdk(api) as client:
+            deployed = await client.workflows.create(own_limit(50), name="limits")
+            before = await client.executions.run(workflow_id=deployed.id)
+            await client.workflows.update(deployed.id, workflow_schema=own_limit(2))
+            after = await client.executions.run(workflow_id=deployed.id)
+            return before.run_id, after.run_id
+
+    before, after = asyncio.run(scenario())
+    assert (outcome(api, before), outcome(api, after)) == ("interrupted", "failed")
+
+
+def test_a_definition_whose_limit_is_over_the_ceiling_is_refused_where_it_is_given(api):
+    over = own_limit(10_001)
+    for path, body in (
+        ("/workflows", {"workflow_schema": over, "name": "over"}),
+        ("/workflows/run", {"workflow": over}),
+    ):
+        reply = api.call("POST", path, body)
+        assert reply.status_code == 422, reply.text
+        assert reply.headers["X-Interlude-Error"] == "interlude.workflow_unprocessable"
+        [problem] = reply.json()["detail"]
+        assert problem["loc"][-2:] == ["config", "recursion_limit"]
+        assert "10000" in problem["msg"]
+    created = api.call("POST", "/workflows", {"workflow_schema": own_limit(5), "name": "under"})
+    assert created.status_code == 201, created.text
+    workflow_id = created.json()["id"]
+    reply = api.call("PUT", f"/workflows/{workflow_id}", {"workflow_schema": over}, **{"X-Organization-ID": api.tenant})
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"][0]["loc"][-2:] == ["config", "recursion_limit"]

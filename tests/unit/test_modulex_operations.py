@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from interlude.app.lifecycle import under_request
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unprocessable
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.faces.modulex.definition import content_id, translate
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.faces.modulex.definition import content_id, own_run_options, translate
 from interlude.faces.modulex.operations import (
     flag,
     resume_body,
@@ -92,19 +94,49 @@ def test_a_run_request_yields_its_input_and_config_with_defaults() -> None:
 
 
 @pytest.mark.parametrize(
-    ("config", "inline_limit", "configurable"),
+    ("config", "configurable"),
     [
-        ({"recursion_limit": 7}, None, {"version": 1, "run": {"recursionLimit": 7}}),
-        ({"recursion_limit": 7.0}, None, {"version": 1, "run": {"recursionLimit": 7}}),
-        ({}, 5, {"version": 1, "run": {"recursionLimit": 5}}),
-        ({"recursion_limit": 9}, 5, {"version": 1, "run": {"recursionLimit": 9}}),
-        ({}, None, None),
+        ({"recursion_limit": 7}, {"version": 1, "run": {"recursionLimit": 7}}),
+        ({"recursion_limit": 7.0}, {"version": 1, "run": {"recursionLimit": 7}}),
+        ({}, None),  # the workflow's own, if it has one, is taken where the run is created
     ],
 )
-def test_the_recursion_limit_comes_from_the_config_else_the_inline_workflow(
-    config: dict[str, Any], inline_limit: int | None, configurable: dict[str, Any] | None
+def test_a_run_request_s_recursion_limit_is_its_configurable(
+    config: dict[str, Any], configurable: dict[str, Any] | None
 ) -> None:
-    assert run_configurable(config, inline_limit) == ({"configurable": configurable} if configurable else {})
+    assert run_configurable(config) == ({"configurable": configurable} if configurable else {})
+
+
+@pytest.mark.parametrize(("limit", "options"), [({"recursion_limit": 5}, {"recursionLimit": 5}), ({}, {})])
+def test_a_modulex_definition_gives_its_runs_its_own_recursion_limit(limit: dict[str, Any], options: dict[str, Any]):
+    raw = {"nodes": [{"id": "a", "type": "transformer", "x": 0, "y": 0, "transformer_config": {}}], "config": limit}
+    assert own_run_options(WorkflowDefinition.model_validate(translate(raw))) == options
+    openwop = WorkflowDefinition.model_validate({"nodes": [{"id": "a", "typeId": "core.noop"}]})
+    assert own_run_options(openwop) == {}
+
+
+@pytest.mark.parametrize(
+    ("configurable", "own", "merged"),
+    [
+        (None, {"recursionLimit": 5}, {"version": 1, "run": {"recursionLimit": 5}}),
+        (
+            {"version": 1, "run": {"recursionLimit": 9}},
+            {"recursionLimit": 5},
+            {"version": 1, "run": {"recursionLimit": 9}},
+        ),
+        (
+            {"version": 1, "run": {"runTimeoutMs": 10}, "ai": {"model": "m"}},
+            {"recursionLimit": 5},
+            {"version": 1, "run": {"recursionLimit": 5, "runTimeoutMs": 10}, "ai": {"model": "m"}},
+        ),
+        ({"version": 1}, {}, {"version": 1}),
+        (None, {}, None),
+    ],
+)
+def test_the_request_s_run_options_win_over_the_workflow_s_own(
+    configurable: dict[str, Any] | None, own: dict[str, Any], merged: dict[str, Any] | None
+) -> None:
+    assert under_request(configurable, own) == merged
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,9 @@ and advanced when a transition left it runnable (the dispatch outbox). Decisions
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit_entries as audit_log
 from interlude.app.idempotency import KeyedWrite
@@ -34,6 +34,16 @@ if TYPE_CHECKING:
         WorkflowVersions,
     )
     from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+    from interlude.domain.models.workflow import WorkflowDefinition
+
+
+def under_request(configurable: dict[str, Any] | None, own: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A request's configurable with the run options its workflow gives its runs (`own`) where the request gives none:
+    the request's own options win."""
+    if not own:
+        return configurable
+    given = configurable or {"version": 1}
+    return {**given, "run": {**own, **(given.get("run") or {})}}
 
 
 class RunLifecycle:
@@ -64,8 +74,11 @@ class RunLifecycle:
         request: CreateRunRequest,
         keyed: KeyedWrite | None = None,
         written_numbers: Mapping[str, str] | None = None,
+        own_options: Callable[[WorkflowDefinition], Mapping[str, Any]] | None = None,
     ) -> RunState:
-        """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers)."""
+        """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers). `own_options`: the run
+        options a definition gives its runs (a face's own: ModuleX's `config.recursion_limit`), read from the version
+        the run runs, each taken where the request's configurable gives none."""
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
@@ -112,7 +125,7 @@ class RunLifecycle:
             workflowVersion=version,
             owner={"tenant": principal.tenant, "subject": principal.subject},
             inputs=request.inputs,
-            configurable=request.configurable,
+            configurable=under_request(request.configurable, own_options(definition) if own_options else {}),
             tags=request.tags,
             metadata=request.metadata,
             workflowName=run_search.stored_name(definition.name),

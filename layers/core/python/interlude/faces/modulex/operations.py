@@ -189,12 +189,10 @@ def recursion_problems(config: dict[str, Any]) -> list[dict[str, Any]]:
     return [problem(["config", "recursion_limit"], msg, "int_type")]
 
 
-def run_configurable(config: dict[str, Any], inline_limit: int | None = None) -> dict[str, Any]:
-    """The create request's `configurable` for a recursion_limit (the request's config, else the inline workflow's
-    own, as its translation read it), or nothing when neither gives one."""
+def run_configurable(config: dict[str, Any]) -> dict[str, Any]:
+    """The create request's `configurable` for the request's own recursion_limit, or nothing when it gives none (the
+    workflow's own then applies: definition.own_run_options)."""
     recursion = config.get("recursion_limit")
-    if recursion is None:
-        recursion = inline_limit
     if recursion is None:
         return {}
     return {"configurable": {"version": 1, "run": {"recursionLimit": int(recursion)}}}
@@ -289,9 +287,8 @@ class ModulexFace:
 
     # -- run ----------------------------------------------------------------------------------------
 
-    def register_inline(self, principal: auth.Principal, raw: Any) -> tuple[str, int | None]:
-        """Store an inline ModuleX definition under its content id (once); that id, and the definition's own
-        recursion_limit."""
+    def register_inline(self, principal: auth.Principal, raw: Any) -> str:
+        """Store an inline ModuleX definition under its content id (once); that id."""
         try:
             translated = mx.translate(raw)
         except mx.Invalid as exc:
@@ -305,7 +302,7 @@ class ModulexFace:
         if self.records.latest_workflow(principal.tenant, workflow_id) is None:
             # Content-addressed: a concurrent writer stored the very same definition, so losing the race is fine.
             self.versions.store_workflow_version(principal, workflow_id, 1, definition)
-        return workflow_id, mx.recursion_limit(translated)
+        return workflow_id
 
     def deployed_id(self, principal: auth.Principal, workflow_id: str) -> str:
         """A workflow_id to run from the database: any stored workflow of the tenant but a deleted ModuleX one."""
@@ -329,12 +326,10 @@ class ModulexFace:
         has_inline = body.get("workflow") is not None
         source: WorkflowSource
         if has_inline:
-            workflow_id, inline_limit = self.register_inline(principal, body["workflow"])
-            source = "request"
+            workflow_id, source = self.register_inline(principal, body["workflow"]), "request"
         else:
-            workflow_id, inline_limit, source = self.deployed_id(principal, body["workflow_id"]), None, "database"
-        configurable = run_configurable(config, inline_limit)
-        request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs, **configurable}
+            workflow_id, source = self.deployed_id(principal, body["workflow_id"]), "database"
+        request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs, **run_configurable(config)}
 
         def started(state: RunState) -> ModulexRunStarted:
             return self.run_started(state, body, source, began)
@@ -342,7 +337,10 @@ class ModulexFace:
         typed: CreateRunRequest = parse(CreateRunRequest, request, "request body")
         try:
             # With an Idempotency-Key, the answer is made just before the commit and committed with the run.
-            state = self.control.create_run(principal, typed, keyed.map(started) if keyed else None, written_numbers)
+            # The request's recursion_limit, else the workflow's own (of the version the run runs), else the default.
+            state = self.control.create_run(
+                principal, typed, keyed.map(started) if keyed else None, written_numbers, mx.own_run_options
+            )
         except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
