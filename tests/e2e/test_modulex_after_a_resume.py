@@ -20,8 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
+import requests
 from httpx_sse import connect_sse
 from modulex import Modulex
+from modulex._exceptions import ValidationError
 
 from tests.support.local_stack import Api, running_stack, until
 
@@ -274,3 +276,64 @@ def test_a_definition_whose_limit_is_over_the_ceiling_is_refused_where_it_is_giv
     reply = api.call("PUT", f"/workflows/{workflow_id}", {"workflow_schema": over}, **{"X-Organization-ID": api.tenant})
     assert reply.status_code == 422, reply.text
     assert reply.json()["detail"][0]["loc"][-2:] == ["config", "recursion_limit"]
+
+
+# -- a resume body's fields ---------------------------------------------------------------------------------------------
+
+
+def waiting_run(api: Api) -> str:
+    run_id = str(api.call("POST", "/workflows/run", {"workflow": steps(0)}).json()["run_id"])
+    until(lambda: api.call("GET", f"/workflows/state/{run_id}").json()["next"] == ["ask"], DEADLINE_S)
+    return run_id
+
+
+def resume(api: Api, run_id: str, body: dict[str, Any]) -> requests.Response:
+    return api.call("POST", f"/workflows/resume/{run_id}", body)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"resume_value": {"ok": True}, "comand": "approve"}, ["comand"]),
+        ({"reume": {"ok": True}}, ["reume"]),  # resume_value misspelt: a 400 saying it was missing before
+        ({"resume_value": {"ok": True}, "resumeValue": {"ok": False}}, ["resumeValue"]),
+        ({"command": {"resume": {"ok": True}}}, ["command"]),  # LangGraph's spelling
+        ({"resume_value": 1, "thread_id": "t", "strem": False}, ["strem", "thread_id"]),
+    ],
+)
+def test_a_resume_field_the_contract_does_not_give_is_422_naming_it_and_the_gate_stays_open(api, extra, named):
+    run_id = waiting_run(api)
+    reply = resume(api, run_id, {"run_id": run_id, **extra})
+    assert reply.status_code == 422, reply.text
+    assert reply.headers["X-Interlude-Error"] == "interlude.field_unprocessable"
+    detail = reply.json()["detail"]
+    assert [(p["loc"], p["type"]) for p in detail] == [(["body", name], "extra_forbidden") for name in named]
+    for problem, name in zip(detail, named, strict=True):
+        # modulex-python shows the messages alone: each names the field, and where the answer goes.
+        assert problem["msg"].startswith(name)
+        assert "resume_value" in problem["msg"]
+    state = api.call("GET", f"/workflows/state/{run_id}").json()
+    assert (state["metadata"]["status"], state["next"]) == ("interrupted", ["ask"])
+    answered = resume(api, run_id, {"run_id": run_id, "resume_value": {"ok": True}})
+    assert answered.status_code == 200, answered.text
+
+
+def test_the_sdk_s_resume_sends_only_the_contract_s_fields_and_is_answered(api):
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            workflow = steps(0)
+            started = await client.executions.run(workflow=workflow)
+            await settled(client, started.run_id, "interrupted", "ask")
+            resumed = await client.executions.resume(
+                started.thread_id, started.run_id, {"ok": True}, workflow=workflow, stream=False
+            )
+            assert (resumed.status, resumed.stream) == ("resumed", False)
+            again = await client.executions.run(workflow=workflow)
+            await settled(client, again.run_id, "interrupted", "ask")
+            # The SDK's resume sends no other field; a body posted through its own request path shows how it tells
+            # the refusal: ValidationError, the message naming the field.
+            body = {"run_id": again.run_id, "reume": 1}
+            with pytest.raises(ValidationError, match="reume: not a field of a resume body"):
+                await client.executions._post(f"/workflows/resume/{again.thread_id}", json=body)
+
+    asyncio.run(scenario())

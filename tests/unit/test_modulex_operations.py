@@ -171,6 +171,26 @@ def test_a_resume_field_of_another_json_type_is_refused_naming_it(fields: dict[s
     assert (problem["loc"], problem["type"]) == (["body", loc], kind)
 
 
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"run_id": "r", "resume_value": 1, "comand": "go"}, ["comand"]),
+        ({"run_id": "r", "reume": 1}, ["reume"]),  # before the resume_value it misspells is found missing
+        ({"reume": 1, "stream": "no", "runId": "r"}, ["reume", "runId"]),  # before the types and the missing run_id
+    ],
+)
+def test_a_resume_field_the_contract_does_not_give_is_refused_naming_it_first(
+    body: dict[str, Any], named: list[str]
+) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        resume_body(body)
+    problems = refused.value.details["errors"]
+    assert [(p["loc"], p["type"]) for p in problems] == [(["body", name], "extra_forbidden") for name in named]
+    assert problems[0]["msg"] == (
+        f"{named[0]}: not a field of a resume body, which holds run_id, resume_value, workflow_id, workflow and stream"
+    )
+
+
 def test_a_resume_names_its_run_and_a_run_id_that_is_not_a_string_names_none() -> None:
     assert resume_body({"run_id": "demo~2Fabc", "resume_value": False}) == "demo~2Fabc"
     with pytest.raises(NotFound):

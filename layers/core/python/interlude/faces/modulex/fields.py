@@ -74,6 +74,16 @@ def typing_problems(body: Mapping[str, Any], types: Mapping[str, JsonType]) -> l
     ]
 
 
+def unknown_problems(body: Mapping[str, Any], fields: Sequence[str], what: str) -> list[dict[str, Any]]:
+    """A detail item (pydantic's `extra_forbidden`) for each field of `body` not among `fields`, naming the fields the
+    body may hold (`what`: the body's name): a misspelt field is told, never read as one left out."""
+    holds = f"{', '.join(fields[:-1])} and {fields[-1]}"
+    return [
+        problem([name], f"{name}: not a field of {what}, which holds {holds}", "extra_forbidden")
+        for name in sorted(set(body) - set(fields))
+    ]
+
+
 def check_types(body: Mapping[str, Any], types: Mapping[str, JsonType]) -> None:
     """Refuse (422, every such field named) a body one of whose fields is not of the JSON type `types` gives it."""
     problems = typing_problems(body, types)

@@ -23,7 +23,15 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
-from interlude.faces.modulex.fields import JsonType, check_types, is_json, problem, refused, typing_problems
+from interlude.faces.modulex.fields import (
+    JsonType,
+    check_types,
+    is_json,
+    problem,
+    refused,
+    typing_problems,
+    unknown_problems,
+)
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of, view_of
 from interlude.rules import auth
 
@@ -54,7 +62,7 @@ class ModulexRunRequest(BaseModel):
 class ModulexResumeRequest(BaseModel):
     """POST /workflows/resume/{thread_id}."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     run_id: str
     resume_value: Any
     workflow_id: str | None = None
@@ -81,6 +89,7 @@ RUN_TYPES: dict[str, JsonType] = {
     "is_private": "boolean",
     "attribution_workflow_id": "string",
 }
+RESUME_FIELDS = tuple(ModulexResumeRequest.model_fields)
 RESUME_TYPES: dict[str, JsonType] = {"workflow_id": "string", "stream": "boolean"}
 CANCEL_TYPES: dict[str, JsonType] = {"reason": "string"}
 
@@ -199,10 +208,14 @@ def run_configurable(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def resume_body(body: Any) -> str:
-    """The run_id of a resume request whose shape is right, each field of its JSON type (a run_id that is no string
+    """The run_id of a resume request whose shape is right: only the contract's fields (422 naming any other, before
+    a missing one: `reume` is resume_value misspelt, not left out), each of its JSON type (a run_id that is no string
     names no run: 404)."""
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object with run_id and resume_value")
+    unknown = unknown_problems(body, RESUME_FIELDS, "a resume body")
+    if unknown:
+        raise refused(unknown)
     missing = [f for f in ("run_id", "resume_value") if body.get(f) is None]
     if missing:
         raise Invalid(f"missing required field(s): {', '.join(missing)}")
