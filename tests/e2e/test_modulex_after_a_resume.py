@@ -278,7 +278,7 @@ def test_a_definition_whose_limit_is_over_the_ceiling_is_refused_where_it_is_giv
     assert reply.json()["detail"][0]["loc"][-2:] == ["config", "recursion_limit"]
 
 
-# -- a resume body's fields ---------------------------------------------------------------------------------------------
+# -- a resume body's fields --------------------------------------------------------------------------------------------
 
 
 def waiting_run(api: Api) -> str:

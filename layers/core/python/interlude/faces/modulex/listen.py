@@ -16,9 +16,9 @@ Last-Event-ID: each `listen()` starts again from the run's first frame, reads un
 * a response that ends while the run waits on an interrupt, nothing left unsent, ends with `interrupted`, which the
   SDKs stop on, saying what to do; one that ends while the run runs ends with a heartbeat (the SDKs skip it).
 
-A client that sends Last-Event-ID reads on after it, every frame, a page at a time, as on the OpenWOP stream. Every response that
-does not end with the run's end carries the `retry:` hint on its last frame (a `retry:` block of its own would reach
-modulex-python as a `message` with no data).
+A client that sends Last-Event-ID reads every frame after it, a page at a time, as on the OpenWOP stream. Every
+response that does not end with the run's end carries the `retry:` hint on its last frame (a `retry:` block of its own
+would reach modulex-python as a `message` with no data).
 """
 
 from __future__ import annotations
