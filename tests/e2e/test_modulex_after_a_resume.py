@@ -260,22 +260,24 @@ def test_a_run_takes_the_limit_of_the_workflow_s_version_it_runs(api):
 
 def test_a_definition_whose_limit_is_over_the_ceiling_is_refused_where_it_is_given(api):
     over = own_limit(10_001)
-    for path, body in (
-        ("/workflows", {"workflow_schema": over, "name": "over"}),
-        ("/workflows/run", {"workflow": over}),
+    # Each refusal names the body field the caller sent the definition in, in its place and in its message.
+    for path, body, field in (
+        ("/workflows", {"workflow_schema": over, "name": "over"}, "workflow_schema"),
+        ("/workflows/run", {"workflow": over}, "workflow"),
     ):
         reply = api.call("POST", path, body)
         assert reply.status_code == 422, reply.text
         assert reply.headers["X-Interlude-Error"] == "interlude.workflow_unprocessable"
         [problem] = reply.json()["detail"]
-        assert problem["loc"][-2:] == ["config", "recursion_limit"]
+        assert problem["loc"] == ["body", field, "config", "recursion_limit"]
+        assert problem["msg"].startswith(f"{field}.config.recursion_limit: ")
         assert "10000" in problem["msg"]
     created = api.call("POST", "/workflows", {"workflow_schema": own_limit(5), "name": "under"})
     assert created.status_code == 201, created.text
     workflow_id = created.json()["id"]
     reply = api.call("PUT", f"/workflows/{workflow_id}", {"workflow_schema": over}, **{"X-Organization-ID": api.tenant})
     assert reply.status_code == 422, reply.text
-    assert reply.json()["detail"][0]["loc"][-2:] == ["config", "recursion_limit"]
+    assert reply.json()["detail"][0]["loc"] == ["body", "workflow_schema", "config", "recursion_limit"]
 
 
 # -- a resume body's fields --------------------------------------------------------------------------------------------

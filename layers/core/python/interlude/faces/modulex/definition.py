@@ -50,6 +50,19 @@ class Invalid(Exception):
         super().__init__("; ".join(e["msg"] for e in errors))
         self.errors = errors
 
+    def under(self, field: str) -> "Invalid":
+        """The same problems placed under another body field than an inline run's `workflow` (a deployed workflow's
+        `workflow_schema`), so the place and the message name the field the caller sent."""
+        errors = []
+        for error in self.errors:
+            loc, msg = list(error["loc"]), error["msg"]
+            if loc[1:2] == ["workflow"]:
+                loc[1] = field
+            if msg.startswith(("workflow.", "workflow:")):
+                msg = field + msg.removeprefix("workflow")
+            errors.append({**error, "loc": loc, "msg": msg})
+        return Invalid(errors)
+
 
 def _err(loc: list[Any], msg: str, kind: str = "value_error") -> dict[str, Any]:
     return {"loc": loc, "msg": msg, "type": kind}

@@ -308,7 +308,8 @@ def translated(schema: dict[str, Any]) -> WorkflowDefinition:
     try:
         raw = mx.translate(schema)
     except mx.Invalid as exc:
-        raise Unprocessable(str(exc), {"errors": exc.errors}) from None
+        placed = exc.under("workflow_schema")
+        raise Unprocessable(str(placed), {"errors": placed.errors}) from None
     definition = WorkflowDefinition.model_validate(raw)
     problems = engine.check_config(definition)
     if problems:
