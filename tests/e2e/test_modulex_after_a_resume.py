@@ -320,6 +320,25 @@ def test_a_resume_field_the_contract_does_not_give_is_422_naming_it_and_the_gate
     assert answered.status_code == 200, answered.text
 
 
+def test_a_run_or_workflow_field_the_body_does_not_hold_is_422_naming_it_and_nothing_happens(api):
+    # One rule on the face: a misspelt field is told as the resume body's are, before anything is started or stored.
+    def newest_runs() -> list[str]:
+        return [row["id"] for row in api.call("GET", "/workflow-runs?limit=5").json()["runs"]]
+
+    runs_before = newest_runs()
+    for method, path, body, named, what in (
+        ("POST", "/workflows/run", {"workflow": steps(0), "inptu": {"a": 1}}, "inptu", "a run body"),
+        ("POST", "/workflows", {"workflow_schema": steps(0), "naem": "Refunds"}, "naem", "a workflow body"),
+    ):
+        reply = api.call(method, path, body)
+        assert reply.status_code == 422, reply.text
+        assert reply.headers["X-Interlude-Error"] == "interlude.field_unprocessable"
+        [problem] = reply.json()["detail"]
+        assert (problem["loc"], problem["type"]) == (["body", named], "extra_forbidden")
+        assert problem["msg"].startswith(f"{named}: not a field of {what}, which holds ")
+    assert newest_runs() == runs_before
+
+
 def test_the_sdk_s_resume_sends_only_the_contract_s_fields_and_is_answered(api):
     async def scenario() -> None:
         async with sdk(api) as client:

@@ -404,7 +404,7 @@ def content_length(received: bytes) -> int:
     [
         ("POST", "/workflows/run", "{", {}, 400),
         ("POST", "/workflows/run", {"workflow_id": "a", "workflow": {}}, {}, 400),
-        ("POST", "/workflows/run", {"llm_config": {}}, {}, 400),
+        ("POST", "/workflows/run", {"llm_config": {}}, {}, 422),  # a field a run body does not hold (ADR 0199)
         ("POST", "/workflows/run", {"workflow_id": "no-such-workflow"}, {}, 400),
         ("POST", "/workflows/run", {"workflow_id": "a"}, {"X-Organization-ID": "elsewhere"}, 403),
         ("POST", "/workflows/run", {"workflow": {"nodes": [{"id": "a", "type": "agent", "x": 0, "y": 0}]}}, {}, 422),

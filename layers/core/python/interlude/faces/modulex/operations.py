@@ -77,7 +77,7 @@ class ModulexCancelRequest(BaseModel):
     reason: str | None = None
 
 
-RUN_FIELDS = frozenset(ModulexRunRequest.model_fields)
+RUN_FIELDS = tuple(ModulexRunRequest.model_fields)
 # The JSON type the contract gives each field a body may hold (`workflow` is checked as a definition; `llm` and
 # `knowledge_config`, 0.1's, are untyped and unread).
 RUN_TYPES: dict[str, JsonType] = {
@@ -171,9 +171,9 @@ def run_body(body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     config.recursion_limit, if any, a positive integer."""
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object")
-    unknown = sorted(set(body) - RUN_FIELDS)
+    unknown = unknown_problems(body, RUN_FIELDS, "a run body")
     if unknown:
-        raise Invalid(f"unknown fields: {unknown}")
+        raise refused(unknown)
     if body.get("system_workflow") is not None:
         raise Invalid("system workflows are not served by this host")
     if (body.get("workflow_id") is not None) == (body.get("workflow") is not None):

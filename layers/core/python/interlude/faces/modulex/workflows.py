@@ -27,7 +27,7 @@ from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
-from interlude.faces.modulex.fields import JsonType, mistyped, refused, typing_problems
+from interlude.faces.modulex.fields import JsonType, mistyped, refused, typing_problems, unknown_problems
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of
 from interlude.rules import auth
 from interlude.rules.run_search import RunFilters
@@ -282,9 +282,9 @@ def _checked(body: Any, creating: bool) -> dict[str, Any]:
 
 
 def _no_unknown_fields(body: dict[str, Any]) -> None:
-    unknown = sorted(set(body) - set(WRITABLE) - {"id", "organization_id"})
+    unknown = unknown_problems(body, (*WRITABLE, "id", "organization_id"), "a workflow body")
     if unknown:
-        raise Invalid(f"unknown fields: {unknown}")
+        raise refused(unknown)
 
 
 def _short_strings(fields: dict[str, Any]) -> None:
