@@ -226,7 +226,7 @@ def test_the_functions_are_sampled_at_a_low_fixed_rate_by_a_rule_of_the_deployme
 
 @pytest.fixture(scope="module")
 def sibling(tmp_path_factory, prebuilt_layer) -> Synth:
-    """Another deployment in the same account, its stack named after the shared one's and more."""
+    """Another deployment in the same account, its stack named after the suite's and more: Interlude-staging."""
     with pytest.MonkeyPatch.context() as env:
         for key, value in OFFLINE_AWS.items():
             env.setenv(key, value)
