@@ -134,7 +134,11 @@ class Interlude(Construct):
             self.functions.by_name[wiring.ROUTES_FUNCTION].add_environment(
                 ENVIRONMENT["key_cache_seconds"], f"{props.key_cache_seconds:g}"
             )
-        self.tracing = Tracing(self, "Tracing", sampling=props.trace_sampling) if props.trace_sampling else None
+        self.tracing = (
+            Tracing(self, "Tracing", sampling=props.trace_sampling, functions=self.functions.by_name.values())
+            if props.trace_sampling
+            else None
+        )
         self.alarm_topic = props.alarm_topic or self._create_topic(key)
         self.observability = Observability(
             self,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from app import DEFAULT_STACK_NAME, build_app
 from interlude import wiring
 from interlude.adapters import metrics
 from interlude_cdk.observability import (
@@ -15,7 +17,8 @@ from interlude_cdk.observability import (
     LATENCY_METRIC_NAME,
 )
 from interlude_cdk.props import TraceSampling
-from tests.infra.conftest import alarm_metrics, dimension
+from tests.infra.conftest import OFFLINE_AWS, Synth, alarm_metrics, dimension
+from tests.support.aws_limits import Deployment, Renderer
 
 
 def topic_ref(synth) -> dict:
@@ -215,8 +218,57 @@ def test_the_functions_are_sampled_at_a_low_fixed_rate_by_a_rule_of_the_deployme
     default = TraceSampling()
     assert (rule["FixedRate"], rule["ReservoirSize"]) == (default.fixed_rate, default.reservoir_per_s) == (0.01, 0)
     assert len(rule["RuleName"]) <= 32
-    # Matching the deployment's functions alone: CloudFormation names each after its stack, as none names itself
-    arn = json.dumps(rule["ResourceARN"])
-    assert f":function:{synth.stack.stack_name}-*" in arn
+    # Matching the deployment's functions by the names CloudFormation gives them, as none names itself
+    assert rule["ServiceName"].startswith(f"{synth.stack.stack_name}-")
     for spec in wiring.FUNCTIONS:
         assert "FunctionName" not in synth.resources[synth.function_id(spec.name)]["Properties"], spec.name
+
+
+@pytest.fixture(scope="module")
+def sibling(tmp_path_factory, prebuilt_layer) -> Synth:
+    """Another deployment in the same account, its stack named after the suite's and more: Interlude-staging."""
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in OFFLINE_AWS.items():
+            env.setenv(key, value)
+        env.delenv("CDK_OUTDIR", raising=False)
+        context = {"layerDir": str(prebuilt_layer), "stackName": f"{DEFAULT_STACK_NAME}-staging"}
+        outdir = tmp_path_factory.mktemp("sibling.out")
+        app, stack = build_app(context=context, outdir=str(outdir))
+        return Synth(app, stack, outdir)
+
+
+def x_ray_matches(pattern: str, value: str) -> bool:
+    """X-Ray's match of a sampling rule's field: `*` any characters, `?` one, case aside."""
+    expression = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(expression, value, re.IGNORECASE) is not None
+
+
+def rendered(deployment: Synth) -> Renderer:
+    """The deployment's template as CloudFormation resolves it, in one account and region."""
+    return Renderer(deployment.template_json, Deployment(stack_name=deployment.stack.stack_name))
+
+
+def sampled_functions(sampler: Synth, deployments: list[Synth]) -> set[tuple[str, str]]:
+    """(stack, wiring's name) of each Interlude function, of every deployment, that `sampler`'s rule samples: by the
+    name CloudFormation gives it (tests/support/aws_limits.Renderer), the ARN it runs as, and how it is traced."""
+    (rule,) = [r["Properties"]["SamplingRule"] for r in sampler.of_type("AWS::XRay::SamplingRule").values()]
+    rule = rendered(sampler)(rule)
+    sampled = set()
+    for deployment in deployments:
+        render = rendered(deployment)
+        for spec in wiring.FUNCTIONS:
+            name = render.physical_name(deployment.function_id(spec.name))
+            arn = f"arn:aws:lambda:{render.region}:{render.account}:function:{name}"
+            seen = {"ServiceName": name, "ResourceARN": arn, "ServiceType": "AWS::Lambda::Function"}
+            if all(x_ray_matches(rule[field], value) for field, value in seen.items()):
+                sampled.add((deployment.stack.stack_name, spec.name))
+    return sampled
+
+
+def test_a_deployments_sampling_rule_samples_its_own_functions_and_not_a_sibling_stacks(synth, sibling):
+    # Given two deployments in one account, one stack named after the other (Interlude, Interlude-staging)
+    deployments = [synth, sibling]
+    for sampler in deployments:
+        # Then each one's rule samples its own nine functions, and none of the other's
+        own = sampler.stack.stack_name
+        assert sampled_functions(sampler, deployments) == {(own, spec.name) for spec in wiring.FUNCTIONS}, own

@@ -22,6 +22,7 @@ from interlude.store import attributes as a
 from interlude.store.layout import interrupt_sk, run_pk
 from interlude.store.stream import is_event_insert, record_run_id, stream_events
 from tests.integration.conftest import signed_in
+from tests.integration.test_deadlines import LONG_MS
 from tests.integration.test_notify_worker import queued
 from tests.support.dynamodb_reads import Request, keys_read, recorded
 from tests.support.emf import as_function
@@ -37,6 +38,11 @@ def requests(monkeypatch: pytest.MonkeyPatch) -> list[Request]:
 
 def run_of(services: Services, admin: Any, fixture: str) -> str:
     definition = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    for node in definition["nodes"]:
+        if "timeoutMs" in node["config"]:
+            # A deadline that no time the test takes reaches, however loaded the machine: the fixture's 1.5 s could
+            # pass before the gate is decided, and a gate timed out is decided by nobody.
+            node["config"]["timeoutMs"] = LONG_MS
     services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     created = CreateRunRequest.model_validate({"workflowId": definition["id"]})
     return services.lifecycle.create_run(admin, created).runId

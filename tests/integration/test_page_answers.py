@@ -251,3 +251,60 @@ def test_a_refusal_or_failure_is_a_page_in_words_and_the_envelope_to_an_api_clie
         assert page.headers["Allow"] == as_json.headers["Allow"]
     if status == 429:
         assert page.headers["Retry-After"]
+
+
+# -- a form refused for what it holds: the page again, or the envelope when JSON is asked for ---------------------------
+
+
+def claimed_by_someone(services: Services, w: World) -> None:
+    services.claims.move(signed_in(services, "someone"), w.run_id, "gate", "claim")
+
+
+TOO_MANY_TAGS = "\n".join(f"tag{i}" for i in range(101))  # CreateRunRequest takes 100
+# name → (what comes first, the console route, the form it is sent, the status, the refusal's code, words its page says)
+FORM_REFUSALS: dict[str, tuple[Callable[[Services, World], None] | None, str, dict[str, str], int, str, str]] = {
+    "400-decide": (
+        None,
+        "consoleDecide",
+        {"action": "maybe", "back": "run"},
+        400,
+        "validation_error",
+        "Choose one of the buttons",
+    ),
+    "400-start-run": (
+        None,
+        "consoleStartRun",
+        {"tags": TOO_MANY_TAGS},
+        400,
+        "validation_error",
+        "The run was not started",
+    ),
+    "409-claim": (claimed_by_someone, "consoleClaim", {}, 409, "interlude.gate_claimed", "Nothing was changed"),
+}
+
+
+@pytest.mark.parametrize("case", list(FORM_REFUSALS))
+def test_a_form_refused_for_what_it_holds_is_its_page_again_and_the_envelope_to_an_api_client(
+    world_of_pages: World, services: Services, case: str
+) -> None:
+    before, operation, form, status, code, words = FORM_REFUSALS[case]
+    w = world_of_pages
+    if before is not None:
+        before(services, w)
+    browser = Browser(w.gateway).signed_in(w.key)
+    path = w.path_of(next(r for r in wiring.ROUTES if r.operation == operation))
+    sent = {**form, "csrf": browser.proof("/console/inbox")}
+
+    as_json = browser.as_api_client().send("POST", path, sent)
+    page = browser.send("POST", path, sent)
+
+    # The page says why, beside the form again; an API client reads the refusal's envelope
+    assert words in a_page_in_words(page, status)
+    if status == 400:
+        assert f'action="{path}"' in page.text
+    the_envelope(as_json, status, code)
+    # Neither started a run or moved the gate
+    assert [r.runId for r in services.run_listing.list_runs(signed_in(services).tenant, 10, None).runs] == [w.run_id]
+    state = services.store.get_run(w.run_id)[0]
+    assert state.status == "waiting-approval"
+    assert state.interrupts["gate"].assignee == ("someone" if before is claimed_by_someone else None)

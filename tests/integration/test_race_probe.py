@@ -53,6 +53,7 @@ from interlude.store.tenants import TenantRecords
 from tests.integration import test_slack_interactivity as slack_tests
 from tests.integration.conftest import clear_of_a_month_end, new_api_key, signed_in
 from tests.integration.test_audit import everything as audit_chains
+from tests.integration.test_deadlines import LONG_MS, PAST_LONG_S
 from tests.integration.test_streams_and_modulex import Reply
 from tests.support.concurrency import race
 from tests.support.local_stack import FIXTURES, wire
@@ -448,16 +449,23 @@ def test_a_delegation_and_the_delegators_own_vote_between_read_and_write_count_o
     assert (types.count("approval.received"), types.count("interrupt.resolved")) == (1, 1), types
 
 
+def timing_out(services: Services, admin) -> str:
+    """A run at a gate with a deadline that no time the test itself takes reaches, however loaded the machine (at
+    1.5 s, a slow settle let it pass before the race was set up): each test moves the clock past it (PAST_LONG_S)
+    where the deadline is to pass."""
+    return start(services, admin, register(services, admin, "conformance-approval-timeout", timeoutMs=LONG_MS))
+
+
 def test_a_resolve_whose_write_comes_after_the_deadline_fired_loses_to_the_timeout(services, admin, clock_file):
     from interlude.domain import clock
     from interlude.local.schedules import SchedulePump
 
     key = new_api_key(services)
-    run_id = start(services, admin, register(services, admin, "conformance-approval-timeout"))
+    run_id = timing_out(services, admin)
     Stream(TABLE).settle()  # the deadline's schedule is made
 
     def deadline_fires() -> int:
-        clock.advance(clock_file, 3)
+        clock.advance(clock_file, PAST_LONG_S)
         return SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
 
     with before_first("TransactWriteItems", deadline_fires) as fired:
@@ -477,20 +485,20 @@ def test_a_modulex_resume_that_loses_to_the_deadline_is_told_what_a_late_one_is(
     from interlude.local.schedules import SchedulePump
 
     key = new_api_key(services)
-    run_id = start(services, admin, register(services, admin, "conformance-approval-timeout"))
+    run_id = timing_out(services, admin)
     Stream(TABLE).settle()
     body = {"run_id": wire(run_id), "resume_value": {"action": "accept"}}
     resume = partial(call, "POST", f"/workflows/resume/{wire(run_id)}", key, body)
     if fired == "meanwhile":
 
         def deadline_fires() -> int:
-            clock.advance(clock_file, 3)
+            clock.advance(clock_file, PAST_LONG_S)
             return SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
 
         with before_first("TransactWriteItems", deadline_fires):
             lost = resume()
     else:
-        clock.advance(clock_file, 3)
+        clock.advance(clock_file, PAST_LONG_S)
         lost = resume()
     assert documented("modulexResume", lost) in ("interrupt_already_resolved", "interlude.run_state_invalid")
     late = resume()
@@ -505,9 +513,9 @@ def test_a_late_answer_arriving_while_the_timeouts_worker_writes_the_deadline_lo
     from interlude.local.schedules import SchedulePump
 
     key = new_api_key(services)
-    run_id = start(services, admin, register(services, admin, "conformance-approval-timeout"))
+    run_id = timing_out(services, admin)
     Stream(TABLE).settle()
-    clock.advance(clock_file, 3)  # past the deadline: nobody answered in time
+    clock.advance(clock_file, PAST_LONG_S)  # past the deadline: nobody answered in time
     resolve = partial(call, "POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})
     with before_first("TransactWriteItems", nested_request(resolve)) as answered:
         assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1

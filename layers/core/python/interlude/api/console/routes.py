@@ -628,14 +628,15 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
             signed.principal, run_id, node_id, value, surface="console", written_numbers=typed_spellings(form)
         )
     except forms.FormError as exc:
-        return refused(signed, back, run_id, node_id, step, exc, form)
+        return refused(signed, back, run_id, node_id, step, exc, form, form_refusal(exc))
     except DomainError as exc:
         if isinstance(exc, Unauthenticated):
             raise
         if exc.code == "validation_error":
-            return refused(signed, back, run_id, node_id, step, forms.refusal(interrupt.payload, exc.message, exc.details), form)
+            said = forms.refusal(interrupt.payload, exc.message, exc.details)
+            return refused(signed, back, run_id, node_id, step, said, form, exc)
         notice = refusal_notice(exc, "Nothing was changed")
-        return after_decision(signed, back, run_id, notice, status_of(exc))
+        return refused_with(exc, lambda status: after_decision(signed, back, run_id, notice, status))
     words = approval.RUN_WORDS.get(outcome["status"], outcome["status"])
     still_open = node_id in services().runs.load_run(signed.principal.tenant, run_id)[0].interrupts
     heading = "Your vote was counted" if still_open else "Decision recorded"
@@ -655,7 +656,8 @@ def claim_post(signed: Signed, form: dict[str, list[str]], run_id: str, node_id:
     except DomainError as exc:
         if isinstance(exc, Unauthenticated) or exc.code == "validation_error":
             raise
-        return after_decision(signed, back, run_id, refusal_notice(exc, "Nothing was changed"), status_of(exc))
+        notice = refusal_notice(exc, "Nothing was changed")
+        return refused_with(exc, lambda status: after_decision(signed, back, run_id, notice, status))
     if got["assignee"] is None:
         heading = "Nobody works this request now"
     else:
@@ -684,11 +686,31 @@ def console_assign(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
 
 
 def refused(
-    signed: Signed, back: str | None, run_id: str, node_id: str, step: str, exc: forms.FormError, form: dict[str, list[str]]
+    signed: Signed,
+    back: str | None,
+    run_id: str,
+    node_id: str,
+    step: str,
+    exc: forms.FormError,
+    form: dict[str, list[str]],
+    refusal: DomainError,
 ) -> Response:
-    """The page again with the gate's form as it was sent, each problem said beside its field."""
+    """The page again with the gate's form as it was sent, each problem said beside its field; to an API client asking
+    for JSON, `refusal`'s envelope (http.refused_as_asked)."""
     notice = Notice("bad", "That was not accepted", f"{step}: {exc} Nothing was changed.")
-    return after_decision(signed, back, run_id, notice, 400, (run_id, node_id, forms.Answer(form, exc.fields)))
+    filled = (run_id, node_id, forms.Answer(form, exc.fields))
+    return refused_as_asked(refusal, lambda: after_decision(signed, back, run_id, notice, 400, filled))
+
+
+def form_refusal(exc: forms.FormError) -> Invalid:
+    """A form that makes no value, as an API client is told it: what to fix beside each field, by the field's name."""
+    return Invalid(str(exc), {"fields": exc.fields} if exc.fields else None)
+
+
+def refused_with(exc: DomainError, page: Callable[[int], Response]) -> Response:
+    """A refused form's `page`, given the refusal's status; to an API client asking for JSON, the refusal's envelope
+    (http.refused_as_asked)."""
+    return refused_as_asked(exc, lambda: page(status_of(exc)))
 
 
 def refusal_notice(exc: DomainError, heading: str) -> Notice:
@@ -987,7 +1009,8 @@ def forked(signed: Signed, run_id: str, make: Callable[[Principal, str], Forked]
     except DomainError as exc:
         if isinstance(exc, Unauthenticated):
             raise
-        return run_page(signed, run_id, refusal_notice(exc, "Nothing was started"), status_of(exc))
+        notice = refusal_notice(exc, "Nothing was started")
+        return refused_with(exc, lambda status: run_page(signed, run_id, notice, status))
     notice = Notice("ok", f"{how}: a new run", f"Run {made.state.runId} started from run {run_id}.")
     return run_page(signed, made.state.runId, notice, 201)
 
@@ -1091,23 +1114,28 @@ def console_start_run(signed: Signed, form: dict[str, list[str]], workflowId: st
         request = parse(CreateRunRequest, {"workflowId": workflow_id, "inputs": inputs, "tags": tags}, "run")
         state = services().lifecycle.create_run(signed.principal, request, written_numbers=typed_spellings(form))
     except forms.FormError as exc:
-        return not_started(signed, workflow_id, str(exc), forms.Answer(form, exc.fields))
+        return not_started(signed, workflow_id, str(exc), forms.Answer(form, exc.fields), form_refusal(exc))
     except DomainError as exc:
         if isinstance(exc, Unauthenticated) or status_of(exc) != 400:
             raise
-        return not_started(signed, workflow_id, forms.in_plain_words(exc.message), forms.Answer(form))
+        return not_started(signed, workflow_id, forms.in_plain_words(exc.message), forms.Answer(form), exc)
     notice = Notice("ok", "Run started", f"Run {state.runId} of {definition.display_name(workflow_id) or workflow_id} started.")
     if may(signed.principal, "consoleRun"):
         return run_page(signed, state.runId, notice, 201)
     return html(201, notice.heading, pages.message(notice), signed.frame, "workflows")
 
 
-def not_started(signed: Signed, workflow_id: str, why: str, answer: forms.Answer) -> Response:
-    """The workflow's page again with the form as it was sent and why it was not accepted; nothing started."""
+def not_started(signed: Signed, workflow_id: str, why: str, answer: forms.Answer, refusal: DomainError) -> Response:
+    """The workflow's page again with the form as it was sent and why it was not accepted, nothing started; to an API
+    client asking for JSON, `refusal`'s envelope (http.refused_as_asked)."""
     notice = Notice("bad", "The run was not started", f"{why} Nothing was started.")
-    if not may(signed.principal, "consoleWorkflow"):
-        return html(400, notice.heading, pages.message(notice), signed.frame, "workflows")
-    return workflow_page(signed, workflow_id, None, notice, 400, answer)
+
+    def page() -> Response:
+        if not may(signed.principal, "consoleWorkflow"):
+            return html(400, notice.heading, pages.message(notice), signed.frame, "workflows")
+        return workflow_page(signed, workflow_id, None, notice, 400, answer)
+
+    return refused_as_asked(refusal, page)
 
 
 # -- keys ---------------------------------------------------------------------------------------------
@@ -1218,7 +1246,7 @@ def console_retry_delivery(signed: Signed, form: dict[str, list[str]]) -> Respon
         if not may(signed.principal, "consoleDeadLetters"):
             raise
         notice = refusal_notice(exc, "Nothing was sent")
-        return dead_letters_page(signed, notice, status_of(exc))
+        return refused_with(exc, lambda status: dead_letters_page(signed, notice, status))
     sentence = f"The delivery for run {retried['runId']} is on its way again (attempt {retried['attempt']})."
     notice = Notice("ok", "Sent again", sentence)
     if not may(signed.principal, "consoleDeadLetters"):
@@ -1244,7 +1272,8 @@ def recovered(signed: Signed, run_id: str, family: Family, what: str) -> Respons
     except DomainError as exc:
         if isinstance(exc, Unauthenticated) or not may(signed.principal, "consoleRun"):
             raise
-        return run_page(signed, run_id, refusal_notice(exc, "Nothing was sent"), status_of(exc))
+        notice = refusal_notice(exc, "Nothing was sent")
+        return refused_with(exc, lambda status: run_page(signed, run_id, notice, status))
     sent = done["queued"]
     sentence = f"{sent} of the run's {what} {'is' if sent == 1 else 'are'} on their way again." if sent else f"The run has no {what} to send again."
     notice = Notice("ok", "Sent again" if sent else "Nothing to send", sentence)
@@ -1262,7 +1291,7 @@ def console_retry_action(signed: Signed, form: dict[str, list[str]], runId: str,
         if isinstance(exc, Unauthenticated) or not may(signed.principal, "consoleRun"):
             raise
         notice = refusal_notice(exc, "Nothing was changed")
-        return run_page(signed, run_id, notice, status_of(exc))
+        return refused_with(exc, lambda status: run_page(signed, run_id, notice, status))
     notice = Notice("ok", "Trying again", "The failed step is being tried again; the run goes on from there.")
     if not may(signed.principal, "consoleRun"):
         return html(200, notice.heading, pages.message(notice), signed.frame, "runs")
