@@ -26,29 +26,20 @@ from modulex import Modulex
 from modulex._exceptions import ValidationError
 
 from tests.support.local_stack import Api, running_stack, until
+from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS, sdk
 
-# A listen on a quiet run ends within about two seconds here (production: 20 s hold, 0.5 s linger).
-SHORT_BOUNDS = {
-    "INTERLUDE_STREAM_HOLD_SECONDS": "1.5",
-    "INTERLUDE_STREAM_LINGER_SECONDS": "0.3",
-    "INTERLUDE_STREAM_RETRY_MS": "100",
-}
 DEADLINE_S = 30.0
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    with running_stack(tmp_path_factory.mktemp("modulex-after-resume"), SHORT_BOUNDS) as info:
+    with running_stack(tmp_path_factory.mktemp("modulex-after-resume"), SHORT_STREAM_BOUNDS) as info:
         yield info
 
 
 @pytest.fixture(scope="module")
 def api(stack) -> Api:
     return Api.of(stack)
-
-
-def sdk(api: Api) -> Modulex:
-    return Modulex(api_key=api.api_key, organization_id=api.tenant, base_url=api.base_url, max_retries=0)
 
 
 def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:

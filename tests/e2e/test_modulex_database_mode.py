@@ -16,11 +16,8 @@ from modulex._exceptions import BadRequestError, NotFoundError, ValidationError
 from interlude.local.environment import TABLE_NAME
 from tests.support.local_stack import Api, stack_client, tenant_admin_key
 from tests.support.modulex_example import worked_example
+from tests.support.modulex_sdk import sdk
 from tests.support.seeded_runs import seed_runs
-
-
-def sdk(api: Api) -> Modulex:
-    return Modulex(api_key=api.api_key, organization_id=api.tenant, base_url=api.base_url, max_retries=0)
 
 
 async def wait_status(client: Modulex, run_pk: str, status: str) -> dict:

@@ -28,7 +28,7 @@ from modulex.types.workflows import (
 
 from interlude.local.stack import TABLE_NAME
 from tests.support.local_stack import Api, stack_client, tenant_admin_key
-from tests.support.modulex_sdk import listen_until
+from tests.support.modulex_sdk import listen_until, sdk
 from tests.support.seeded_runs import seed_runs
 
 DEADLINE_S = 30.0
@@ -39,10 +39,6 @@ def tenant(stack_info) -> Api:
     """A tenant of its own: its task queues, workflows and runs are this module's alone."""
     name = f"mxfid-{uuid.uuid4().hex[:8]}"
     return Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name), name)
-
-
-def sdk(api: Api, org: str | None = None) -> Modulex:
-    return Modulex(api_key=api.api_key, organization_id=org or api.tenant, base_url=api.base_url, max_retries=0)
 
 
 def transformer(node_id: str, x: int, template: str) -> NodeDefinition:

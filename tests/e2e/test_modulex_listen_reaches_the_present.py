@@ -25,12 +25,8 @@ from interlude.domain.budgets import MAX_ANSWER_BYTES
 from interlude.faces.modulex.definition import START_NODE
 from interlude.faces.modulex.references import engine_id
 from tests.support.local_stack import Api, running_stack, until
+from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS
 
-SHORT_BOUNDS = {
-    "INTERLUDE_STREAM_HOLD_SECONDS": "1.5",
-    "INTERLUDE_STREAM_LINGER_SECONDS": "0.3",
-    "INTERLUDE_STREAM_RETRY_MS": "100",
-}
 # What modulex-python 1.0's stream parser skips and stops after (modulex/_streaming.py).
 HEARTBEATS = frozenset({"heartbeat", "keepalive"})
 TERMINAL = frozenset({"done", "error", "cancelled", "interrupted"})
@@ -56,7 +52,7 @@ BIG = "{{input.chunk}}" * 32
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    with running_stack(tmp_path_factory.mktemp("modulex-listen"), SHORT_BOUNDS) as info:
+    with running_stack(tmp_path_factory.mktemp("modulex-listen"), SHORT_STREAM_BOUNDS) as info:
         yield info
 
 

@@ -31,24 +31,18 @@ import httpx
 import pytest
 import requests
 from httpx_sse import connect_sse
-from modulex import Modulex
 from modulex._exceptions import BadRequestError
 
 from tests.support.concurrency import race
 from tests.support.local_stack import Api, running_stack, tenant_admin_key
+from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS, sdk
 
-# A listen on a quiet run ends within about a second here (production: 20 s hold, 0.5 s linger).
-SHORT_BOUNDS = {
-    "INTERLUDE_STREAM_HOLD_SECONDS": "1.5",
-    "INTERLUDE_STREAM_LINGER_SECONDS": "0.3",
-    "INTERLUDE_STREAM_RETRY_MS": "100",
-}
 DEADLINE_S = 30.0
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    with running_stack(tmp_path_factory.mktemp("modulex-probe"), SHORT_BOUNDS) as info:
+    with running_stack(tmp_path_factory.mktemp("modulex-probe"), SHORT_STREAM_BOUNDS) as info:
         yield info
 
 
@@ -61,10 +55,6 @@ def api(stack) -> Api:
 def stranger(stack) -> Api:
     name = f"mxprobe-{uuid.uuid4().hex[:8]}"
     return Api(stack["baseUrl"], tenant_admin_key(stack, name), name)
-
-
-def sdk(api: Api) -> Modulex:
-    return Modulex(api_key=api.api_key, organization_id=api.tenant, base_url=api.base_url, max_retries=0)
 
 
 def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:

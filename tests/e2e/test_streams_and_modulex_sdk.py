@@ -17,13 +17,8 @@ from openwop_client import OpenwopClient
 
 from tests.support.local_stack import Api, running_stack, wire
 from tests.support.modulex_example import APPROVAL_MESSAGE, DRAFT, worked_example
+from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS
 
-# A request on a quiet run ends within about a second here (production: 20 s hold, 0.5 s linger).
-SHORT_BOUNDS = {
-    "INTERLUDE_STREAM_HOLD_SECONDS": "1.5",
-    "INTERLUDE_STREAM_LINGER_SECONDS": "0.3",
-    "INTERLUDE_STREAM_RETRY_MS": "100",
-}
 TWO_GATES = {
     "nodes": [
         {"id": "first", "typeId": "core.approvalGate", "config": {"title": "First?"}},
@@ -39,7 +34,7 @@ TWO_GATES = {
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    with running_stack(tmp_path_factory.mktemp("stream-stack"), SHORT_BOUNDS) as info:
+    with running_stack(tmp_path_factory.mktemp("stream-stack"), SHORT_STREAM_BOUNDS) as info:
         yield info
 
 
