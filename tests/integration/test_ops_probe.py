@@ -21,6 +21,8 @@ from aws_lambda_powertools.utilities.data_classes import SQSRecord
 from interlude import migrations, wiring
 from interlude.adapters.delivery.signing import ensure_secret
 from interlude.adapters.notify.slack_settings import store_slack
+from interlude.adapters.scheduler.names import handed_back_name
+from interlude.adapters.scheduler.scheduler import from_env
 from interlude.adapters.tenant_outside import TenantOutside
 from interlude.app import tenant_lifecycle
 from interlude.app.tenant_lifecycle import TenantLifecycle
@@ -30,6 +32,7 @@ from interlude.config.delivery import delivery_settings
 from interlude.domain import clock
 from interlude.domain.ids import secret_name, to_wire
 from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
@@ -99,25 +102,41 @@ def test_a_deleted_tenant_leaves_none_of_the_secrets_it_came_to_hold(env, monkey
 
 
 class Crashing:
-    """Each named step of a deletion's outside work and of its table's deletes does its work, then, the first time,
-    fails as an invocation cut short there would (a throttled call, a timeout)."""
+    """Each named step of a deletion's outside work and of its table's deletes does its work, then, the first time (and
+    `every` other call after it, if told), fails as an invocation cut short there would (a throttled call, a timeout)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[Any, str]]) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[Any, str]], every: int = 0) -> None:
         self.crashed: list[str] = []
+        self.every = every
         for owner, name in steps:
             self._wrap(monkeypatch, owner, name)
 
     def _wrap(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
         real = getattr(owner, name)
+        calls = [0]
 
         def crashing(this: Any, *args: Any, **kwargs: Any) -> Any:
             done = real(this, *args, **kwargs)
-            if name not in self.crashed:
+            calls[0] += 1
+            if calls[0] == 1 or (self.every and (calls[0] - 1) % self.every == 0):
                 self.crashed.append(name)
                 raise TimeoutError(f"the invocation stopped after {name}")
             return done
 
         monkeypatch.setattr(owner, name, crashing)
+
+
+def deleted_through_crashes(tenant: str) -> dict[str, Any]:
+    """The deletion called again after each call that was cut short, as the operator runs the command again."""
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    for _ in range(200):
+        try:
+            answer: dict[str, Any] = admin.perform({"operation": "delete", "tenant": tenant}, lambda: True)
+        except TimeoutError:
+            continue
+        if answer["done"]:
+            return answer
+    raise AssertionError(f"the deletion of {tenant} never ended")
 
 
 # A world of its own: the deletion reads the whole table.
@@ -143,16 +162,7 @@ def test_a_deletion_cut_short_after_any_step_leaves_nothing_and_closes_every_liv
             (TenantRecords, "delete"),
         ],
     )
-    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
-    answer: dict[str, Any] = {"done": False}
-    for _ in range(50):
-        try:
-            answer = admin.perform({"operation": "delete", "tenant": gone.name}, lambda: True)
-        except TimeoutError:
-            continue
-        if answer["done"]:
-            break
-    assert answer["done"], answer
+    deleted_through_crashes(gone.name)
     assert sorted(crashes.crashed) == ["close_connections", "delete", "delete_schedules", "delete_secrets"]
     # Then nothing of the tenant is left but its tombstone, no secret of it
     (tombstone,) = naming(gone.name)
@@ -161,6 +171,78 @@ def test_a_deletion_cut_short_after_any_step_leaves_nothing_and_closes_every_liv
     assert secrets_naming(gone.name) == []
     # and the live connection that followed its run was closed (a connection left open would outlive its tenant)
     assert live.connection(following).closed
+
+
+def holding_everything(name: str, live: Any) -> Tenant:
+    """A suspended tenant holding some of each thing its deletion counts: runs (one finished, one waiting with a live
+    connection following it, one at a timed gate), a second key, a webhook subscription's secret and its Slack one,
+    and two schedules of its own (deadlines handed back at an earlier resume)."""
+    tenant = Tenant(name)
+    stream = Stream(wiring_tables()[0])
+    _timed, waiting, finished = tenant.start("timed"), tenant.start(), tenant.start()
+    stream.settle()
+    decided = call(
+        "POST", f"/runs/{to_wire(finished)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}}
+    )
+    assert decided.status == 200, decided.text
+    stream.settle()
+    tenant.services.keys.issue_key(tenant.name, CreateKeyRequest(subjectId="bob", scopes=["runs:read"]))
+    hook = RegisterWebhookRequest.model_validate({"url": "http://127.0.0.1:9/hook", "events": ["run.completed"]})
+    tenant.services.webhooks.register(tenant.principal, hook)
+    store_slack(tenant.name, {"botToken": "xoxb-1"})
+    scheduler = from_env()
+    assert scheduler is not None
+    for held in ("one", "two"):
+        due = clock.now().timestamp() + 3600
+        assert scheduler.hand_back(handed_back_name(tenant.name, held), {"runId": waiting}, due)
+    following, _ = live.connect(tenant.key)
+    live.say(following, action="subscribe", runId=to_wire(waiting))
+    operator("suspend", tenant=tenant.name)
+    return tenant
+
+
+# A world of its own: the deletion reads the whole table.
+@pytest.mark.private_world
+@pytest.mark.parametrize(
+    "cut",
+    [
+        [(TenantOutside, "delete_schedules")],
+        [(TenantOutside, "delete_secrets")],
+        [(TenantOutside, "close_connections")],
+        [(TenantRecords, "delete")],  # after every other page of items it deletes
+    ],
+    ids=lambda cut: cut[0][1],
+)
+def test_a_deletion_cut_short_and_taken_again_reports_all_it_deleted(env, monkeypatch, live, cut):
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    monkeypatch.setattr(tenant_lifecycle, "SCAN_PAGE_ITEMS", 20)
+    # Given two suspended tenants holding the same things, one of each kind a deletion counts
+    tenants = [holding_everything(f"{env.tenant}-{kind}", live) for kind in ("whole", "cut")]
+    entries_table = wiring_tables()[1]
+    # (every item naming the tenant in either table, but the registry's record, which stays as the tombstone)
+    there = {t.name: len(naming(t.name)) + len(naming(t.name, entries_table)) - 1 for t in tenants}
+    secrets = {t.name: len(secrets_naming(t.name)) for t in tenants}
+    # When one is deleted in one go, and the other's deletion is cut short after that step each time it is taken (the
+    # operator running the command again each time)
+    whole = deleted(tenants[0].name)["report"]
+    with monkeypatch.context() as patched:
+        crashes = Crashing(patched, cut, every=2)
+        cut_short = deleted_through_crashes(tenants[1].name)["report"]
+    assert crashes.crashed
+    # Then each report counts everything its deletion deleted, however often the deletion was cut short
+    for tenant, report in zip(tenants, (whole, cut_short), strict=True):
+        counted = {k: report[k] for k in ("items", "apiKeys", "schedules", "secrets", "liveConnections")}
+        assert counted == {
+            "items": there[tenant.name],
+            "apiKeys": 2,
+            "schedules": 2,
+            "secrets": secrets[tenant.name],
+            "liveConnections": 1,
+        }, (tenant.name, crashes.crashed)
+        assert (report["usage"]["lifecycles"], report["usage"]["decisions"]) == (3, 1)
+        (tombstone,) = naming(tenant.name)
+        assert tombstone["pk"]["S"] == "TENANTS"
+    assert secrets[tenants[1].name] == 2
 
 
 # -- a resume cut short never strands the work it held -----------------------------------------------------------

@@ -22,6 +22,7 @@ holds outside the table, and where held work goes back), the clock, and the dele
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -76,11 +77,15 @@ class Outside(Protocol):
 
     def hand_back(self, tenant: str, held: Held) -> None: ...
 
-    def delete_schedules(self, tenant: str) -> int: ...
+    def tenant_schedules(self, tenant: str) -> list[str]: ...
 
-    def delete_secrets(self, tenant: str) -> list[str]: ...
+    def delete_schedules(self, names: list[str]) -> None: ...
 
-    def close_connections(self, connection_ids: list[str]) -> int: ...
+    def tenant_secrets(self, tenant: str) -> list[str]: ...
+
+    def delete_secrets(self, names: list[str]) -> None: ...
+
+    def close_connections(self, connection_ids: list[str]) -> None: ...
 
 
 def checked_tenant(tenant: Any) -> str:
@@ -283,27 +288,46 @@ class TenantLifecycle:
                 if waited < self.grace_s:
                     return {**progress(tenant, job), "waitSeconds": int(self.grace_s - waited) + 1}
                 job["phase"] = "schedules"
+            # Each step counts what it deletes before deleting it, in the checkpoint, so that a call cut short while it
+            # deletes (the next call finds fewer, or none) counts nothing twice and nothing too few: the report says
+            # what was deleted, however often its calls were cut short.
             elif phase == "schedules":
-                job["schedules"] = job.get("schedules", 0) + self.outside.delete_schedules(tenant)
+                found = self.outside.tenant_schedules(tenant)
+                if "schedules" not in job:
+                    # After the grace period nothing makes a schedule of the tenant's: the first listing is all of them.
+                    job["schedules"] = len(found)
+                    stored = self._checkpoint(stored, job)
+                self.outside.delete_schedules(found)
                 job["phase"] = "secrets"
             elif phase == "secrets":
-                job["secrets"] = sorted({*job.get("secrets", []), *self.outside.delete_secrets(tenant)})
+                found = self.outside.tenant_secrets(tenant)
+                if not set(found) <= set(job.get("secrets", [])):
+                    job["secrets"] = sorted({*job.get("secrets", []), *found})
+                    stored = self._checkpoint(stored, job)
+                self.outside.delete_secrets(found)
                 job["phase"] = "items"
             else:
                 # Each pass scans the first table, then the second (its items: store/layout.py), `in` saying which.
                 where = job.get("in", FIRST)
                 keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS, where)
-                held = keyed_ids(keys)
-                if held.connections:
+                # The page's items counted already: a call cut short after its checkpoint read them from the same
+                # position, and deleted some, all or none of them.
+                counted = set(job.pop("counted", []))
+                new = [key for key in keys if key_digest(key) not in counted]
+                held = keyed_ids(new)
+                job["items"] += len(new)
+                job["apiKeys"] += len(held.api_keys)
+                job["liveConnections"] = job.get("liveConnections", 0) + len(held.connections)
+                job["scanned"] = job.get("scanned", 0) + scanned
+                job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(new)
+                if keys:
+                    job["counted"] = [key_digest(key) for key in keys]
+                    stored = self._checkpoint(stored, job)
                     # Closed before their items go: a call cut short after the delete would find them no more, and the
                     # connections would stay open. (The $disconnect each close brings may delete an item first.)
-                    closed = self.outside.close_connections(held.connections)
-                    job["liveConnections"] = job.get("liveConnections", 0) + closed
-                self.records.delete(keys, where)
-                job["items"] += len(keys)
-                job["apiKeys"] += len(held.api_keys)
-                job["scanned"] = job.get("scanned", 0) + scanned
-                job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(keys)
+                    self.outside.close_connections(keyed_ids(keys).connections)
+                    self.records.delete(keys, where)
+                    job.pop("counted")
                 job.pop("position", None)
                 job.pop("in", None)
                 if position is not None:
@@ -316,8 +340,11 @@ class TenantLifecycle:
                 else:
                     # A pass that deleted something is followed by another, which finds what was written meanwhile.
                     job["pass"] += 1
-            stored = self.records.put(stored, DELETING, {**stored.record, "deletion": job})
+            stored = self._checkpoint(stored, job)
         return progress(tenant, job)
+
+    def _checkpoint(self, stored: Stored, job: dict[str, Any]) -> Stored:
+        return self.records.put(stored, DELETING, {**stored.record, "deletion": job})
 
     def _finish(self, stored: Stored, job: dict[str, Any]) -> dict[str, Any]:
         at = iso(self.clock())
@@ -384,6 +411,13 @@ class TenantLifecycle:
                 raise Unavailable(f"tenant {stored.tenant!r} changed meanwhile; try again", retry_after_s=1) from None
             raise
         return Stored(stored.tenant, status, stored.version + 1, record, handing_back)
+
+
+def key_digest(key: dict[str, Any]) -> str:
+    """An item's key in 16 characters, as a deletion's checkpoint names the items of a page it counted (a page's keys
+    whole could outgrow the record)."""
+    named = "\0".join(key[part]["S"] for part in (wiring.PARTITION_KEY, wiring.SORT_KEY))
+    return hashlib.blake2b(named.encode(), digest_size=8).hexdigest()
 
 
 def deleting(tenant: str) -> Conflict:
