@@ -390,6 +390,128 @@ def test_work_a_resume_of_an_earlier_release_left_held_goes_back_after_the_daily
     held.went_on()
 
 
+# -- the operator's latest action wins: a suspension is never undone by a resume still handing work back ----------------
+
+
+def at_turn(turn: int, *actions: str, tenant: str) -> Callable[[], bool]:
+    """A call's time, as `more_time()` sees it: plenty, but at its `turn`-th turn boundary (one batch of held work
+    handed back a turn) the operator's `actions` are done to the tenant first, each a call of its own."""
+    turns = [0]
+
+    def more_time() -> bool:
+        turns[0] += 1
+        if turns[0] == turn:
+            for action in actions:
+                done = operator(action, tenant=tenant)
+                assert done["status"] == ("suspended" if action == "suspend" else "active"), done
+        return True
+
+    return more_time
+
+
+def status_of(tenant: str) -> str:
+    (row,) = operator("list", after=tenant[:-1], limit=1)["tenants"]
+    assert row["tenant"] == tenant
+    return str(row["status"])
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.usefixtures("loopback_delivery")
+def test_a_suspension_between_the_calls_of_a_resume_is_not_undone_by_its_next_call(
+    env, monkeypatch, clock_file, receiver
+):
+    from interlude.cli import tenants as tenants_cli
+
+    tenant = Tenant(f"{env.tenant}-between")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    asked: list[dict[str, Any]] = []
+
+    def invoke(request: dict[str, Any]) -> dict[str, Any]:
+        """The CLI's call of the admin function, each handing back one piece; the operator suspends the tenant again
+        (from another terminal) once the first call answered."""
+        asked.append(request)
+        answer: dict[str, Any] = admin.perform(request, lifecycle_tests.steps(1))
+        if len(asked) == 1:
+            assert operator("suspend", tenant=tenant.name)["status"] == "suspended"
+        return answer
+
+    # Given a suspended tenant holding four pieces of work, whose resume the CLI calls until none is left
+    # When the operator suspends it again after the resume's first call
+    answer = tenants_cli._resumed(invoke, tenant.name)
+    # Then the suspension stands: the resume's next call made the tenant active no more, nor handed any work back
+    assert status_of(tenant.name) == "suspended"
+    assert len(held.held()) == 3
+    # and the CLI says so, and stopped calling
+    assert (answer["status"], answer["handedBack"], answer.get("remaining")) == ("suspended", 1, False)
+    assert len(asked) == 2
+    # and when the operator resumes it at last, every run goes on as it would have
+    tenants_cli._resumed(lambda request: admin.perform(request, lambda: True), tenant.name)
+    assert status_of(tenant.name) == "active"
+    held.went_on()
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.parametrize("resumed", ["by this call", "by a release before 0.12.0"])
+@pytest.mark.usefixtures("loopback_delivery")
+def test_a_suspension_at_a_turn_of_a_resume_call_stops_it_there(env, monkeypatch, clock_file, receiver, resumed):
+    tenant = Tenant(f"{env.tenant}-turn")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    records = TenantRecords(Store(*wiring_tables()))
+    if resumed != "by this call":
+        # Given a tenant active again, its resume as 0.11.0 made it stopped before it handed anything back (listed
+        # nowhere); its resume is called again, as `tenants list` says to
+        stored = records.get(tenant.name, consistent=True)
+        assert stored is not None
+        records.put(stored, "active", {"createdAt": stored.record["createdAt"], "resumedAt": clock.iso(clock.now())})
+    monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    # When the operator suspends the tenant while the call hands its work back, after its first piece
+    answer = admin.perform({"operation": "resume", "tenant": tenant.name}, at_turn(2, "suspend", tenant=tenant.name))
+    # Then the call stopped there: the rest stays held, and its answer says where the tenant stands
+    assert status_of(tenant.name) == "suspended"
+    assert len(held.held()) == 3
+    assert (answer["status"], answer["handedBack"], answer["remaining"]) == ("suspended", 1, False)
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.parametrize("actions", [("suspend",), ("suspend", "resume")], ids="-then-".join)
+@pytest.mark.usefixtures("loopback_delivery")
+def test_an_operators_action_at_a_turn_of_the_sweeps_hand_back_is_the_one_that_stands(
+    env, monkeypatch, clock_file, receiver, actions
+):
+    from interlude.store.tenants import TenantRecords as Records
+
+    tenant = Tenant(f"{env.tenant}-swept")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    # Given a resume whose CLI stopped after its first call (one piece handed back), which the per-minute sweep takes
+    # over once its lease lapsed
+    assert admin.perform({"operation": "resume", "tenant": tenant.name}, lifecycle_tests.steps(1))["remaining"]
+    clock.advance(clock_file, tenant_lifecycle.HAND_BACK_LEASE_S + 1)
+    sweep = lambda_runtime.handler_module("timeouts").tenants()
+    listed = Records(Store(*wiring_tables())).handing_back()
+    assert [stored.tenant for stored in listed] == [tenant.name]
+    # When the operator suspends the tenant (and then resumes it) while the sweep hands its work back, after a piece
+    sweep.hand_back_left(listed, at_turn(3, *actions, tenant=tenant.name))
+    # Then the operator's last action stands
+    if actions[-1] == "suspend":
+        # suspended: nothing more went back, and the tenant is listed no more among those handing back
+        assert status_of(tenant.name) == "suspended"
+        assert len(held.held()) == 2
+        assert Records(Store(*wiring_tables())).handing_back() == []
+    else:
+        # active: its own resume handed everything back, and every run went on as it would have
+        assert status_of(tenant.name) == "active"
+        held.went_on()
+        assert Records(Store(*wiring_tables())).handing_back() == []
+
+
 @pytest.mark.private_world  # the deletion reads the whole table
 def test_a_deletion_that_has_not_finished_is_listed_in_words_with_the_command_that_goes_on(env):
     gone = Tenant(f"{env.tenant}-halfway")

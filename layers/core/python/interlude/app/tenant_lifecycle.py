@@ -181,21 +181,26 @@ class TenantLifecycle:
         changed = self._change(stored, SUSPENDED, record, "tenant.suspended", {"reason": reason} if reason else {})
         return described(changed)
 
-    def resume(self, tenant: str, more_time: Callable[[], bool]) -> dict[str, Any]:
+    def resume(self, tenant: str, more_time: Callable[[], bool], hand_back_only: bool = False) -> dict[str, Any]:
         """Active again; then the held work is handed back, batch by batch while `more_time()`: `remaining` says that
-        some is left for the next call (resume again: an active tenant's resume goes on handing back; else the sweep
-        takes it over within minutes)."""
+        some is left for the next call (resume again, `hand_back_only`: an active tenant's resume goes on handing back;
+        else the sweep takes it over within minutes). A suspension made meanwhile stops it: the operator's latest
+        action stands, and the answer says where the tenant stands."""
         stored = self._existing(tenant)
         if stored.status == DELETING:
             raise deleting(tenant)
         if stored.status == SUSPENDED:
+            if hand_back_only:
+                # Suspended again since the resume this call goes on with.
+                return {**described(stored), "handedBack": 0, "remaining": False}
             record = {key: value for key, value in stored.record.items() if key not in ("suspendedAt", "reason")}
             record["resumedAt"] = iso(self.clock())
             # Listed as handing back in the same write: whatever stops this call from here on, the work it leaves held
             # is found by the sweep.
             stored = self._change(stored, ACTIVE, record, "tenant.resumed", {}, handing_back=True)
         handed, remaining = self._hand_back(stored, more_time)
-        return {**described(stored), "handedBack": handed, "remaining": remaining}
+        current = self.records.get(tenant, consistent=True) or stored
+        return {**described(current), "handedBack": handed, "remaining": remaining}
 
     def hand_back_left(self, listed: Iterable[Stored], more_time: Callable[[], bool]) -> int:
         """The per-minute sweep's part (the timeouts function, wiring.AUDIT_CHECKPOINT_SWEEP): the work each resume
@@ -224,10 +229,16 @@ class TenantLifecycle:
         """The tenant's held work handed back, batch by batch while `more_time()`, each batch under the hand back's
         lease while the record is listed (it stops when the record changed: suspended again, its work held again);
         (how many, whether some is left). Once none is, the record is no longer listed."""
+        if not stored.handing_back:
+            # An active tenant's held work not listed (a resume of a release before 0.12.0 left it): listed first, so
+            # that each batch goes under the lease, which a suspension made meanwhile ends.
+            if not self.records.held(stored.tenant, 1) or not self.records.list_handing_back(stored):
+                return 0, False
+            stored = stored._replace(handing_back=True)
         handed, remaining = 0, True
         while remaining and more_time():
             now = self.clock().timestamp()
-            if stored.handing_back and not self.records.lease_hand_back(stored, now, now + HAND_BACK_LEASE_S):
+            if not self.records.lease_hand_back(stored, now, now + HAND_BACK_LEASE_S):
                 # Changed since it was read: suspended again (its work held again), or all handed back by another.
                 return handed, False
             batch = self.records.held(stored.tenant, HAND_BACK_BATCH)
@@ -236,7 +247,7 @@ class TenantLifecycle:
                 self.records.release(stored.tenant, held)
             handed += len(batch)
             remaining = len(batch) == HAND_BACK_BATCH
-        if not remaining and stored.handing_back:
+        if not remaining:
             self.records.handed_back(stored)
         return handed, remaining
 
