@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 from interlude import migrations, wiring
 from interlude.adapters.delivery.signing import ensure_secret
+from interlude.adapters.migration_turns import queue_run_retention
 from interlude.adapters.notify.slack_settings import store_slack
 from interlude.adapters.scheduler.names import handed_back_name
 from interlude.adapters.scheduler.scheduler import from_env
@@ -48,7 +49,7 @@ from tests.integration import test_actions as actions_tests
 from tests.integration import test_migrations as migrations_tests
 from tests.integration import test_retention as retention_tests
 from tests.integration import test_tenant_lifecycle as lifecycle_tests
-from tests.integration.conftest import state_of
+from tests.integration.conftest import clear_of_a_month_end, state_of
 from tests.integration.test_notify_worker import sent_mail
 from tests.integration.test_tenant_lifecycle import Tenant, call, naming, operator, secrets_naming, wiring_tables
 from tests.support.moto_world import TABLE
@@ -573,6 +574,80 @@ def test_a_deleted_tenants_notice_redriven_from_its_dead_letters_weeks_on_is_dro
         assert naming(gone.name, wiring_tables()[1]) == []
         assert secrets_naming(gone.name) == []
         assert queued(callbacks) == []
+
+
+# -- the migrations queue's jobs of a tenant's data ask where the tenant stands -------------------------------------------
+
+
+def with_upkeep_queued(name: str, world: Any, clock_file: Any) -> tuple[Tenant, str, int]:
+    """A tenant with one job of each kind the migrations queue carries for a tenant's data, queued: a finished run's
+    retention turn (its items left without an expiry, as a turn cut short leaves them), a search-keys job (a key
+    declared searchable after the run was made), a re-stamp job (its retentionDays changed); (tenant, the run, when
+    it ended)."""
+    tenant = Tenant(name)
+    stream = Stream(wiring_tables()[0])
+    run_id = tenant.start("gate", metadata={"customer": "acme"})
+    stream.settle()
+    decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    stream.settle()
+    drain(world.queues, "migrations")
+    ended = retention_tests.end_of(run_id, tenant.key)
+    retention_tests.unfinished_retention(world, run_id)
+    queue_run_retention(run_id)
+    for change in ({"searchableMetadata": ["customer"]}, {"retentionDays": 30}):
+        changed = call("PATCH", "/tenant/settings", tenant.key, change)
+        assert changed.status == 200, changed.text
+    clock.advance(clock_file, 20)  # the declaration applied by every instance (their settings cache)
+    waiting = boto3.client("sqs").receive_message(
+        QueueUrl=world.queues["migrations"], MaxNumberOfMessages=10, VisibilityTimeout=0
+    )["Messages"]
+    assert sorted(json.loads(m["Body"])["kind"] for m in waiting) == ["retention-restamp", "run-retention", "search-keys"]
+    return tenant, run_id, ended
+
+
+def both_tables_naming(tenant: str) -> list[dict[str, Any]]:
+    return naming(tenant) + naming(tenant, wiring_tables()[1])
+
+
+# A world of its own: the deletion and the daily sweep read the whole table.
+@pytest.mark.private_world
+@pytest.mark.parametrize("standing", ["being deleted", "suspended"])
+def test_the_migrations_queues_jobs_of_a_tenants_data_drop_a_tenant_being_deleted_and_keep_a_suspended_ones_right(
+    env, monkeypatch, clock_file, standing
+):
+    from interlude.store.retention import RetentionStore
+    from interlude.store.search_keys import SearchKeysStore
+
+    clear_of_a_month_end(clock_file)
+    # Given a tenant whose runs' retention, search-keys and re-stamp jobs wait on the migrations queue
+    tenant, run_id, ended = with_upkeep_queued(f"{env.tenant}-upkeep", env, clock_file)
+    # When the operator suspends it (and deletes it: the deletion waits out its grace period), and then the migrate
+    # function takes the queue's turns, and the next month the daily sweep passes
+    operator("suspend", tenant=tenant.name)
+    if standing == "being deleted":
+        monkeypatch.setenv("INTERLUDE_TENANT_DELETION_GRACE_SECONDS", "3600")
+        lambda_runtime.fresh_instances()
+        assert operator("delete", tenant=tenant.name)["phase"] == "waiting"
+    before = both_tables_naming(tenant.name)
+    drain(env.queues, "migrations")
+    month = clock.now().strftime("%Y-%m")
+    clock.advance(clock_file, 40 * DAY_S)
+    retention_tests.daily_sweep(env)
+    # Then every message was taken, none left to fail into the dead letters
+    assert queued(env.queues["migrations"]) == []
+    if standing == "being deleted":
+        # and nothing of the tenant being deleted was written: its deletion finds what it left, and nothing after it
+        assert both_tables_naming(tenant.name) == before
+    else:
+        # and the suspended tenant's data is as right as an active one's: the run expires 30 days after its end, its
+        # older run is found under the key declared, and its ended month is closed
+        assert retention_tests.expiries(env, run_id) == {ended + 30 * DAY_S}
+        restamp = RetentionStore(*wiring_tables()).restamp_job(tenant.name)
+        assert restamp is not None and restamp["state"] == "done"
+        job = SearchKeysStore(*wiring_tables()).job(tenant.name)
+        assert job is not None and job.done_at is not None and job.runs_read == 1
+        assert TenantRecords(Store(*wiring_tables())).usage([tenant.name], month)[tenant.name].closed_at
 
 
 # -- the operator CLI: one clear line, never a flood, never a call made twice -------------------------------------------
