@@ -588,7 +588,9 @@ def with_upkeep_queued(name: str, world: Any, clock_file: Any) -> tuple[Tenant, 
     stream = Stream(wiring_tables()[0])
     run_id = tenant.start("gate", metadata={"customer": "acme"})
     stream.settle()
-    decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}})
+    decided = call(
+        "POST", f"/runs/{to_wire(run_id)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}}
+    )
     assert decided.status == 200, decided.text
     stream.settle()
     drain(world.queues, "migrations")
@@ -602,7 +604,8 @@ def with_upkeep_queued(name: str, world: Any, clock_file: Any) -> tuple[Tenant, 
     waiting = boto3.client("sqs").receive_message(
         QueueUrl=world.queues["migrations"], MaxNumberOfMessages=10, VisibilityTimeout=0
     )["Messages"]
-    assert sorted(json.loads(m["Body"])["kind"] for m in waiting) == ["retention-restamp", "run-retention", "search-keys"]
+    kinds = sorted(json.loads(m["Body"])["kind"] for m in waiting)
+    assert kinds == ["retention-restamp", "run-retention", "search-keys"]
     return tenant, run_id, ended
 
 
@@ -644,9 +647,11 @@ def test_the_migrations_queues_jobs_of_a_tenants_data_drop_a_tenant_being_delete
         # older run is found under the key declared, and its ended month is closed
         assert retention_tests.expiries(env, run_id) == {ended + 30 * DAY_S}
         restamp = RetentionStore(*wiring_tables()).restamp_job(tenant.name)
-        assert restamp is not None and restamp["state"] == "done"
+        assert restamp is not None
+        assert restamp["state"] == "done"
         job = SearchKeysStore(*wiring_tables()).job(tenant.name)
-        assert job is not None and job.done_at is not None and job.runs_read == 1
+        assert job is not None
+        assert (job.runs_read, job.done_at is not None) == (1, True)
         assert TenantRecords(Store(*wiring_tables())).usage([tenant.name], month)[tenant.name].closed_at
 
 
