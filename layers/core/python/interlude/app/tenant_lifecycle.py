@@ -227,8 +227,8 @@ class TenantLifecycle:
 
     def _hand_back(self, stored: Stored, more_time: Callable[[], bool]) -> tuple[int, bool]:
         """The tenant's held work handed back, batch by batch while `more_time()`, each batch under the hand back's
-        lease while the record is listed (it stops when the record changed: suspended again, its work held again);
-        (how many, whether some is left). Once none is, the record is no longer listed."""
+        lease, conditional on the record's version (it stops when the record changed: suspended again, its work held
+        again); (how many, whether some is left). Once none is, the record is no longer listed."""
         if not stored.handing_back:
             # An active tenant's held work not listed (a resume of a release before 0.12.0 left it): listed first, so
             # that each batch goes under the lease, which a suspension made meanwhile ends.
