@@ -207,12 +207,12 @@ def holding_everything(name: str, live: Any) -> Tenant:
 @pytest.mark.parametrize(
     "cut",
     [
-        [(TenantOutside, "delete_schedules")],
-        [(TenantOutside, "delete_secrets")],
-        [(TenantOutside, "close_connections")],
-        [(TenantRecords, "delete")],  # after every other page of items it deletes
+        (TenantOutside, "delete_schedules"),
+        (TenantOutside, "delete_secrets"),
+        (TenantOutside, "close_connections"),
+        (TenantRecords, "delete"),  # after every other page of items it deletes
     ],
-    ids=lambda cut: cut[0][1],
+    ids=lambda cut: cut[1],
 )
 def test_a_deletion_cut_short_and_taken_again_reports_all_it_deleted(env, monkeypatch, live, cut):
     monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
@@ -227,7 +227,7 @@ def test_a_deletion_cut_short_and_taken_again_reports_all_it_deleted(env, monkey
     # operator running the command again each time)
     whole = deleted(tenants[0].name)["report"]
     with monkeypatch.context() as patched:
-        crashes = Crashing(patched, cut, every=2)
+        crashes = Crashing(patched, [cut], every=2)
         cut_short = deleted_through_crashes(tenants[1].name)["report"]
     assert crashes.crashed
     # Then each report counts everything its deletion deleted, however often the deletion was cut short
