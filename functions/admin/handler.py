@@ -65,7 +65,7 @@ def perform(event: Any, more_time: Callable[[], bool]) -> dict[str, Any]:
     if isinstance(request, operator.SuspendTenant):
         return tenants.suspend(request.tenant, request.reason)
     if isinstance(request, operator.ResumeTenant):
-        return tenants.resume(request.tenant, more_time)
+        return tenants.resume(request.tenant, more_time, request.handBackOnly)
     if isinstance(request, operator.DeleteTenant):
         return tenants.delete(request.tenant, more_time)
     assert isinstance(request, operator.TenantUsage)

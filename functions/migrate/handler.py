@@ -44,6 +44,8 @@ with importing():
         queue_turn,
     )
     from interlude.config import settings
+    from interlude.domain import clock
+    from interlude.domain.ids import tenant_of
     from interlude.sdk_clients import use_packaged_models
     from interlude.store.migrations import LEASE_S
 
@@ -56,6 +58,7 @@ with importing():
 if TYPE_CHECKING:
     from interlude.composition import Services
     from interlude.store.facade import Store
+    from interlude.store.tenant_standing import TenantStanding
 
 # A turn stops taking pages with this much of its time left (a page takes seconds; the checkpoint and the next
 # turn's message, less).
@@ -110,13 +113,32 @@ def take_turn(context: Any) -> dict[str, Any]:
     return summary
 
 
+@cache
+def standing() -> TenantStanding:
+    from interlude.store.tenant_standing import standing_of
+
+    return standing_of(store(), clock.now)
+
+
+def upkeep_time(tenant: str, context: Any) -> Callable[[], bool] | None:
+    """The time of a turn of upkeep of `tenant`'s data: pages while a minute is left and its data is kept up (it is
+    active or suspended); None when it is not (being deleted, or deleted: the turn is dropped, its message taken, and a
+    turn that saw the deletion begin stops at its next page: docs/adr/0201)."""
+    if not standing().keeps_data(tenant):
+        logger.info("a turn of a tenant's data dropped: the tenant is being deleted", extra={"tenant": tenant})
+        metrics.count("TenantWork", outcome="dropped")
+        return None
+    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
+    return lambda: context.get_remaining_time_in_millis() > margin and standing().keeps_data(tenant)
+
+
 def take_retention_turn(message: dict[str, Any], context: Any) -> None:
     """A turn of a finished run's retention (interlude.app.retention): its items stamped until a minute is left,
     the rest queued as the next turn. A run that moved meanwhile raises, and the message is taken again."""
-    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
-    after = services().retention.turn(
-        message["runId"], message.get("after"), lambda: context.get_remaining_time_in_millis() > margin
-    )
+    has_time = upkeep_time(tenant_of(message["runId"]), context)
+    if has_time is None:
+        return
+    after = services().retention.turn(message["runId"], message.get("after"), has_time)
     if after is not None:
         queue_run_retention(message["runId"], after)
 
@@ -126,9 +148,11 @@ def take_search_keys_turn(message: dict[str, Any], context: Any) -> None:
     searchable, until a minute is left; the next turn queued while runs remain, or once the declaration has settled."""
     from interlude.app.search_keys import NotYet
 
-    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
+    has_time = upkeep_time(message["tenant"], context)
+    if has_time is None:
+        return
     try:
-        done = services().search_keys.turn(message["tenant"], lambda: context.get_remaining_time_in_millis() > margin)
+        done = services().search_keys.turn(message["tenant"], has_time)
     except NotYet as wait:
         queue_search_keys(message["tenant"], wait.seconds)
         return
@@ -156,10 +180,10 @@ def take_sweep_turn(message: dict[str, Any], context: Any) -> None:
 def take_restamp_turn(message: dict[str, Any], context: Any) -> None:
     """A turn of a tenant's re-stamp job (interlude.app.retention.Restamp): pages until a minute is left, then the
     next turn queued."""
-    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
-    done = services().restamp.turn(
-        message["tenant"], message["generation"], lambda: context.get_remaining_time_in_millis() > margin
-    )
+    has_time = upkeep_time(message["tenant"], context)
+    if has_time is None:
+        return
+    done = services().restamp.turn(message["tenant"], message["generation"], has_time)
     if not done:
         queue_retention_restamp(message["tenant"], message["generation"])
 

@@ -20,7 +20,10 @@ from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 from interlude import migrations, wiring
 from interlude.adapters.delivery.signing import ensure_secret
+from interlude.adapters.migration_turns import queue_run_retention
 from interlude.adapters.notify.slack_settings import store_slack
+from interlude.adapters.scheduler.names import handed_back_name
+from interlude.adapters.scheduler.scheduler import from_env
 from interlude.adapters.tenant_outside import TenantOutside
 from interlude.app import tenant_lifecycle
 from interlude.app.tenant_lifecycle import TenantLifecycle
@@ -30,6 +33,7 @@ from interlude.config.delivery import delivery_settings
 from interlude.domain import clock
 from interlude.domain.ids import secret_name, to_wire
 from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
@@ -45,7 +49,7 @@ from tests.integration import test_actions as actions_tests
 from tests.integration import test_migrations as migrations_tests
 from tests.integration import test_retention as retention_tests
 from tests.integration import test_tenant_lifecycle as lifecycle_tests
-from tests.integration.conftest import state_of
+from tests.integration.conftest import clear_of_a_month_end, state_of
 from tests.integration.test_notify_worker import sent_mail
 from tests.integration.test_tenant_lifecycle import Tenant, call, naming, operator, secrets_naming, wiring_tables
 from tests.support.moto_world import TABLE
@@ -99,25 +103,41 @@ def test_a_deleted_tenant_leaves_none_of_the_secrets_it_came_to_hold(env, monkey
 
 
 class Crashing:
-    """Each named step of a deletion's outside work and of its table's deletes does its work, then, the first time,
-    fails as an invocation cut short there would (a throttled call, a timeout)."""
+    """Each named step of a deletion's outside work and of its table's deletes does its work, then, the first time (and
+    `every` other call after it, if told), fails as an invocation cut short there would (a throttled call, a timeout)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[Any, str]]) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[Any, str]], every: int = 0) -> None:
         self.crashed: list[str] = []
+        self.every = every
         for owner, name in steps:
             self._wrap(monkeypatch, owner, name)
 
     def _wrap(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
         real = getattr(owner, name)
+        calls = [0]
 
         def crashing(this: Any, *args: Any, **kwargs: Any) -> Any:
             done = real(this, *args, **kwargs)
-            if name not in self.crashed:
+            calls[0] += 1
+            if calls[0] == 1 or (self.every and (calls[0] - 1) % self.every == 0):
                 self.crashed.append(name)
                 raise TimeoutError(f"the invocation stopped after {name}")
             return done
 
         monkeypatch.setattr(owner, name, crashing)
+
+
+def deleted_through_crashes(tenant: str) -> dict[str, Any]:
+    """The deletion called again after each call that was cut short, as the operator runs the command again."""
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    for _ in range(200):
+        try:
+            answer: dict[str, Any] = admin.perform({"operation": "delete", "tenant": tenant}, lambda: True)
+        except TimeoutError:
+            continue
+        if answer["done"]:
+            return answer
+    raise AssertionError(f"the deletion of {tenant} never ended")
 
 
 # A world of its own: the deletion reads the whole table.
@@ -143,16 +163,7 @@ def test_a_deletion_cut_short_after_any_step_leaves_nothing_and_closes_every_liv
             (TenantRecords, "delete"),
         ],
     )
-    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
-    answer: dict[str, Any] = {"done": False}
-    for _ in range(50):
-        try:
-            answer = admin.perform({"operation": "delete", "tenant": gone.name}, lambda: True)
-        except TimeoutError:
-            continue
-        if answer["done"]:
-            break
-    assert answer["done"], answer
+    deleted_through_crashes(gone.name)
     assert sorted(crashes.crashed) == ["close_connections", "delete", "delete_schedules", "delete_secrets"]
     # Then nothing of the tenant is left but its tombstone, no secret of it
     (tombstone,) = naming(gone.name)
@@ -161,6 +172,78 @@ def test_a_deletion_cut_short_after_any_step_leaves_nothing_and_closes_every_liv
     assert secrets_naming(gone.name) == []
     # and the live connection that followed its run was closed (a connection left open would outlive its tenant)
     assert live.connection(following).closed
+
+
+def holding_everything(name: str, live: Any) -> Tenant:
+    """A suspended tenant holding some of each thing its deletion counts: runs (one finished, one waiting with a live
+    connection following it, one at a timed gate), a second key, a webhook subscription's secret and its Slack one,
+    and two schedules of its own (deadlines handed back at an earlier resume)."""
+    tenant = Tenant(name)
+    stream = Stream(wiring_tables()[0])
+    _timed, waiting, finished = tenant.start("timed"), tenant.start(), tenant.start()
+    stream.settle()
+    decided = call(
+        "POST", f"/runs/{to_wire(finished)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}}
+    )
+    assert decided.status == 200, decided.text
+    stream.settle()
+    tenant.services.keys.issue_key(tenant.name, CreateKeyRequest(subjectId="bob", scopes=["runs:read"]))
+    hook = RegisterWebhookRequest.model_validate({"url": "http://127.0.0.1:9/hook", "events": ["run.completed"]})
+    tenant.services.webhooks.register(tenant.principal, hook)
+    store_slack(tenant.name, {"botToken": "xoxb-1"})
+    scheduler = from_env()
+    assert scheduler is not None
+    for held in ("one", "two"):
+        due = clock.now().timestamp() + 3600
+        assert scheduler.hand_back(handed_back_name(tenant.name, held), {"runId": waiting}, due)
+    following, _ = live.connect(tenant.key)
+    live.say(following, action="subscribe", runId=to_wire(waiting))
+    operator("suspend", tenant=tenant.name)
+    return tenant
+
+
+# A world of its own: the deletion reads the whole table.
+@pytest.mark.private_world
+@pytest.mark.parametrize(
+    "cut",
+    [
+        (TenantOutside, "delete_schedules"),
+        (TenantOutside, "delete_secrets"),
+        (TenantOutside, "close_connections"),
+        (TenantRecords, "delete"),  # after every other page of items it deletes
+    ],
+    ids=lambda cut: cut[1],
+)
+def test_a_deletion_cut_short_and_taken_again_reports_all_it_deleted(env, monkeypatch, live, cut):
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    monkeypatch.setattr(tenant_lifecycle, "SCAN_PAGE_ITEMS", 20)
+    # Given two suspended tenants holding the same things, one of each kind a deletion counts
+    tenants = [holding_everything(f"{env.tenant}-{kind}", live) for kind in ("whole", "cut")]
+    entries_table = wiring_tables()[1]
+    # (every item naming the tenant in either table, but the registry's record, which stays as the tombstone)
+    there = {t.name: len(naming(t.name)) + len(naming(t.name, entries_table)) - 1 for t in tenants}
+    secrets = {t.name: len(secrets_naming(t.name)) for t in tenants}
+    # When one is deleted in one go, and the other's deletion is cut short after that step each time it is taken (the
+    # operator running the command again each time)
+    whole = deleted(tenants[0].name)["report"]
+    with monkeypatch.context() as patched:
+        crashes = Crashing(patched, [cut], every=2)
+        cut_short = deleted_through_crashes(tenants[1].name)["report"]
+    assert crashes.crashed
+    # Then each report counts everything its deletion deleted, however often the deletion was cut short
+    for tenant, report in zip(tenants, (whole, cut_short), strict=True):
+        counted = {k: report[k] for k in ("items", "apiKeys", "schedules", "secrets", "liveConnections")}
+        assert counted == {
+            "items": there[tenant.name],
+            "apiKeys": 2,
+            "schedules": 2,
+            "secrets": secrets[tenant.name],
+            "liveConnections": 1,
+        }, (tenant.name, crashes.crashed)
+        assert (report["usage"]["lifecycles"], report["usage"]["decisions"]) == (3, 1)
+        (tombstone,) = naming(tenant.name)
+        assert tombstone["pk"]["S"] == "TENANTS"
+    assert secrets[tenants[1].name] == 2
 
 
 # -- a resume cut short never strands the work it held -----------------------------------------------------------
@@ -308,6 +391,128 @@ def test_work_a_resume_of_an_earlier_release_left_held_goes_back_after_the_daily
     held.went_on()
 
 
+# -- the operator's latest action wins: a suspension is never undone by a resume still handing work back ----------------
+
+
+def at_turn(turn: int, *actions: str, tenant: str) -> Callable[[], bool]:
+    """A call's time, as `more_time()` sees it: plenty, but at its `turn`-th turn boundary (one batch of held work
+    handed back a turn) the operator's `actions` are done to the tenant first, each a call of its own."""
+    turns = [0]
+
+    def more_time() -> bool:
+        turns[0] += 1
+        if turns[0] == turn:
+            for action in actions:
+                done = operator(action, tenant=tenant)
+                assert done["status"] == ("suspended" if action == "suspend" else "active"), done
+        return True
+
+    return more_time
+
+
+def status_of(tenant: str) -> str:
+    (row,) = operator("list", after=tenant[:-1], limit=1)["tenants"]
+    assert row["tenant"] == tenant
+    return str(row["status"])
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.usefixtures("loopback_delivery")
+def test_a_suspension_between_the_calls_of_a_resume_is_not_undone_by_its_next_call(
+    env, monkeypatch, clock_file, receiver
+):
+    from interlude.cli import tenants as tenants_cli
+
+    tenant = Tenant(f"{env.tenant}-between")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    asked: list[dict[str, Any]] = []
+
+    def invoke(request: dict[str, Any]) -> dict[str, Any]:
+        """The CLI's call of the admin function, each handing back one piece; the operator suspends the tenant again
+        (from another terminal) once the first call answered."""
+        asked.append(request)
+        answer: dict[str, Any] = admin.perform(request, lifecycle_tests.steps(1))
+        if len(asked) == 1:
+            assert operator("suspend", tenant=tenant.name)["status"] == "suspended"
+        return answer
+
+    # Given a suspended tenant holding four pieces of work, whose resume the CLI calls until none is left
+    # When the operator suspends it again after the resume's first call
+    answer = tenants_cli._resumed(invoke, tenant.name)
+    # Then the suspension stands: the resume's next call made the tenant active no more, nor handed any work back
+    assert status_of(tenant.name) == "suspended"
+    assert len(held.held()) == 3
+    # and the CLI says so, and stopped calling
+    assert (answer["status"], answer["handedBack"], answer.get("remaining")) == ("suspended", 1, False)
+    assert len(asked) == 2
+    # and when the operator resumes it at last, every run goes on as it would have
+    tenants_cli._resumed(lambda request: admin.perform(request, lambda: True), tenant.name)
+    assert status_of(tenant.name) == "active"
+    held.went_on()
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.parametrize("resumed", ["by this call", "by a release before 0.12.0"])
+@pytest.mark.usefixtures("loopback_delivery")
+def test_a_suspension_at_a_turn_of_a_resume_call_stops_it_there(env, monkeypatch, clock_file, receiver, resumed):
+    tenant = Tenant(f"{env.tenant}-turn")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    records = TenantRecords(Store(*wiring_tables()))
+    if resumed != "by this call":
+        # Given a tenant active again, its resume as 0.11.0 made it stopped before it handed anything back (listed
+        # nowhere); its resume is called again, as `tenants list` says to
+        stored = records.get(tenant.name, consistent=True)
+        assert stored is not None
+        records.put(stored, "active", {"createdAt": stored.record["createdAt"], "resumedAt": clock.iso(clock.now())})
+    monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    # When the operator suspends the tenant while the call hands its work back, after its first piece
+    answer = admin.perform({"operation": "resume", "tenant": tenant.name}, at_turn(2, "suspend", tenant=tenant.name))
+    # Then the call stopped there: the rest stays held, and its answer says where the tenant stands
+    assert status_of(tenant.name) == "suspended"
+    assert len(held.held()) == 3
+    assert (answer["status"], answer["handedBack"], answer["remaining"]) == ("suspended", 1, False)
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.parametrize("actions", [("suspend",), ("suspend", "resume")], ids="-then-".join)
+@pytest.mark.usefixtures("loopback_delivery")
+def test_an_operators_action_at_a_turn_of_the_sweeps_hand_back_is_the_one_that_stands(
+    env, monkeypatch, clock_file, receiver, actions
+):
+    from interlude.store.tenants import TenantRecords as Records
+
+    tenant = Tenant(f"{env.tenant}-swept")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    monkeypatch.setattr(tenant_lifecycle, "HAND_BACK_BATCH", 1)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    # Given a resume whose CLI stopped after its first call (one piece handed back), which the per-minute sweep takes
+    # over once its lease lapsed
+    assert admin.perform({"operation": "resume", "tenant": tenant.name}, lifecycle_tests.steps(1))["remaining"]
+    clock.advance(clock_file, tenant_lifecycle.HAND_BACK_LEASE_S + 1)
+    sweep = lambda_runtime.handler_module("timeouts").tenants()
+    listed = Records(Store(*wiring_tables())).handing_back()
+    assert [stored.tenant for stored in listed] == [tenant.name]
+    # When the operator suspends the tenant (and then resumes it) while the sweep hands its work back, after a piece
+    sweep.hand_back_left(listed, at_turn(3, *actions, tenant=tenant.name))
+    # Then the operator's last action stands
+    if actions[-1] == "suspend":
+        # suspended: nothing more went back, and the tenant is listed no more among those handing back
+        assert status_of(tenant.name) == "suspended"
+        assert len(held.held()) == 2
+        assert Records(Store(*wiring_tables())).handing_back() == []
+    else:
+        # active: its own resume handed everything back, and every run went on as it would have
+        assert status_of(tenant.name) == "active"
+        held.went_on()
+        assert Records(Store(*wiring_tables())).handing_back() == []
+
+
 @pytest.mark.private_world  # the deletion reads the whole table
 def test_a_deletion_that_has_not_finished_is_listed_in_words_with_the_command_that_goes_on(env):
     gone = Tenant(f"{env.tenant}-halfway")
@@ -369,6 +574,85 @@ def test_a_deleted_tenants_notice_redriven_from_its_dead_letters_weeks_on_is_dro
         assert naming(gone.name, wiring_tables()[1]) == []
         assert secrets_naming(gone.name) == []
         assert queued(callbacks) == []
+
+
+# -- the migrations queue's jobs of a tenant's data ask where the tenant stands -------------------------------------------
+
+
+def with_upkeep_queued(name: str, world: Any, clock_file: Any) -> tuple[Tenant, str, int]:
+    """A tenant with one job of each kind the migrations queue carries for a tenant's data, queued: a finished run's
+    retention turn (its items left without an expiry, as a turn cut short leaves them), a search-keys job (a key
+    declared searchable after the run was made), a re-stamp job (its retentionDays changed); (tenant, the run, when
+    it ended)."""
+    tenant = Tenant(name)
+    stream = Stream(wiring_tables()[0])
+    run_id = tenant.start("gate", metadata={"customer": "acme"})
+    stream.settle()
+    decided = call(
+        "POST", f"/runs/{to_wire(run_id)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}}
+    )
+    assert decided.status == 200, decided.text
+    stream.settle()
+    drain(world.queues, "migrations")
+    ended = retention_tests.end_of(run_id, tenant.key)
+    retention_tests.unfinished_retention(world, run_id)
+    queue_run_retention(run_id)
+    for change in ({"searchableMetadata": ["customer"]}, {"retentionDays": 30}):
+        changed = call("PATCH", "/tenant/settings", tenant.key, change)
+        assert changed.status == 200, changed.text
+    clock.advance(clock_file, 20)  # the declaration applied by every instance (their settings cache)
+    waiting = boto3.client("sqs").receive_message(
+        QueueUrl=world.queues["migrations"], MaxNumberOfMessages=10, VisibilityTimeout=0
+    )["Messages"]
+    kinds = sorted(json.loads(m["Body"])["kind"] for m in waiting)
+    assert kinds == ["retention-restamp", "run-retention", "search-keys"]
+    return tenant, run_id, ended
+
+
+def both_tables_naming(tenant: str) -> list[dict[str, Any]]:
+    return naming(tenant) + naming(tenant, wiring_tables()[1])
+
+
+# A world of its own: the deletion and the daily sweep read the whole table.
+@pytest.mark.private_world
+@pytest.mark.parametrize("standing", ["being deleted", "suspended"])
+def test_the_migrations_queues_jobs_of_a_tenants_data_drop_a_tenant_being_deleted_and_keep_a_suspended_ones_right(
+    env, monkeypatch, clock_file, standing
+):
+    from interlude.store.retention import RetentionStore
+    from interlude.store.search_keys import SearchKeysStore
+
+    clear_of_a_month_end(clock_file)
+    # Given a tenant whose runs' retention, search-keys and re-stamp jobs wait on the migrations queue
+    tenant, run_id, ended = with_upkeep_queued(f"{env.tenant}-upkeep", env, clock_file)
+    # When the operator suspends it (and deletes it: the deletion waits out its grace period), and then the migrate
+    # function takes the queue's turns, and the next month the daily sweep passes
+    operator("suspend", tenant=tenant.name)
+    if standing == "being deleted":
+        monkeypatch.setenv("INTERLUDE_TENANT_DELETION_GRACE_SECONDS", "3600")
+        lambda_runtime.fresh_instances()
+        assert operator("delete", tenant=tenant.name)["phase"] == "waiting"
+    before = both_tables_naming(tenant.name)
+    drain(env.queues, "migrations")
+    month = clock.now().strftime("%Y-%m")
+    clock.advance(clock_file, 40 * DAY_S)
+    retention_tests.daily_sweep(env)
+    # Then every message was taken, none left to fail into the dead letters
+    assert queued(env.queues["migrations"]) == []
+    if standing == "being deleted":
+        # and nothing of the tenant being deleted was written: its deletion finds what it left, and nothing after it
+        assert both_tables_naming(tenant.name) == before
+    else:
+        # and the suspended tenant's data is as right as an active one's: the run expires 30 days after its end, its
+        # older run is found under the key declared, and its ended month is closed
+        assert retention_tests.expiries(env, run_id) == {ended + 30 * DAY_S}
+        restamp = RetentionStore(*wiring_tables()).restamp_job(tenant.name)
+        assert restamp is not None
+        assert restamp["state"] == "done"
+        job = SearchKeysStore(*wiring_tables()).job(tenant.name)
+        assert job is not None
+        assert (job.runs_read, job.done_at is not None) == (1, True)
+        assert TenantRecords(Store(*wiring_tables())).usage([tenant.name], month)[tenant.name].closed_at
 
 
 # -- the operator CLI: one clear line, never a flood, never a call made twice -------------------------------------------

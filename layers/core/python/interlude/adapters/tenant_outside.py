@@ -120,12 +120,15 @@ class TenantOutside:
                 add_link(notice, interrupt, mint, delivery_settings().public_base_url)
         return message
 
-    def delete_schedules(self, tenant: str) -> int:
-        return 0 if self.scheduler is None else self.scheduler.delete_tenant_schedules(tenant)
+    def tenant_schedules(self, tenant: str) -> list[str]:
+        return [] if self.scheduler is None else self.scheduler.tenant_schedules(tenant)
 
-    def delete_secrets(self, tenant: str) -> list[str]:
-        """Delete the tenant's secrets (at once, without a recovery window: a deletion removes the tenant's data);
-        the names deleted."""
+    def delete_schedules(self, names: list[str]) -> None:
+        if self.scheduler is not None:
+            self.scheduler.delete_schedules(names)
+
+    def tenant_secrets(self, tenant: str) -> list[str]:
+        """The names of the tenant's secrets."""
         recorded = subscription_secrets()
         names = {recorded.name_of(subscription) for subscription in WebhookStore(self.store.table, self.store.client).of_tenant(tenant)}
         for prefix in secret_prefixes():
@@ -135,15 +138,18 @@ class TenantOutside:
             )
             found = (entry["Name"] for page in pages for entry in page.get("SecretList") or [])
             names.update(name for name in found if name == own or name.startswith(f"{own}/"))
-        for name in sorted(names):
+        return sorted(names)
+
+    def delete_secrets(self, names: list[str]) -> None:
+        """Delete the secrets named at once, without a recovery window: a deletion removes the tenant's data."""
+        for name in names:
             try:
                 self.secrets.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
             except self.secrets.exceptions.ResourceNotFoundException:
                 continue
-        return sorted(names)
 
-    def close_connections(self, connection_ids: list[str]) -> int:
-        """Close each connection (a deleted tenant's); how many were open."""
-        if self.connections is None:
-            return 0
-        return sum(self.connections.close(connection_id) for connection_id in connection_ids)
+    def close_connections(self, connection_ids: list[str]) -> None:
+        """Close each connection still open (a deleted tenant's)."""
+        if self.connections is not None:
+            for connection_id in connection_ids:
+                self.connections.close(connection_id)

@@ -22,6 +22,7 @@ holds outside the table, and where held work goes back), the clock, and the dele
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -76,11 +77,15 @@ class Outside(Protocol):
 
     def hand_back(self, tenant: str, held: Held) -> None: ...
 
-    def delete_schedules(self, tenant: str) -> int: ...
+    def tenant_schedules(self, tenant: str) -> list[str]: ...
 
-    def delete_secrets(self, tenant: str) -> list[str]: ...
+    def delete_schedules(self, names: list[str]) -> None: ...
 
-    def close_connections(self, connection_ids: list[str]) -> int: ...
+    def tenant_secrets(self, tenant: str) -> list[str]: ...
+
+    def delete_secrets(self, names: list[str]) -> None: ...
+
+    def close_connections(self, connection_ids: list[str]) -> None: ...
 
 
 def checked_tenant(tenant: Any) -> str:
@@ -176,21 +181,26 @@ class TenantLifecycle:
         changed = self._change(stored, SUSPENDED, record, "tenant.suspended", {"reason": reason} if reason else {})
         return described(changed)
 
-    def resume(self, tenant: str, more_time: Callable[[], bool]) -> dict[str, Any]:
+    def resume(self, tenant: str, more_time: Callable[[], bool], hand_back_only: bool = False) -> dict[str, Any]:
         """Active again; then the held work is handed back, batch by batch while `more_time()`: `remaining` says that
-        some is left for the next call (resume again: an active tenant's resume goes on handing back; else the sweep
-        takes it over within minutes)."""
+        some is left for the next call (resume again, `hand_back_only`: an active tenant's resume goes on handing back;
+        else the sweep takes it over within minutes). A suspension made meanwhile stops it: the operator's latest
+        action stands, and the answer says where the tenant stands."""
         stored = self._existing(tenant)
         if stored.status == DELETING:
             raise deleting(tenant)
         if stored.status == SUSPENDED:
+            if hand_back_only:
+                # Suspended again since the resume this call goes on with.
+                return {**described(stored), "handedBack": 0, "remaining": False}
             record = {key: value for key, value in stored.record.items() if key not in ("suspendedAt", "reason")}
             record["resumedAt"] = iso(self.clock())
             # Listed as handing back in the same write: whatever stops this call from here on, the work it leaves held
             # is found by the sweep.
             stored = self._change(stored, ACTIVE, record, "tenant.resumed", {}, handing_back=True)
         handed, remaining = self._hand_back(stored, more_time)
-        return {**described(stored), "handedBack": handed, "remaining": remaining}
+        current = self.records.get(tenant, consistent=True) or stored
+        return {**described(current), "handedBack": handed, "remaining": remaining}
 
     def hand_back_left(self, listed: Iterable[Stored], more_time: Callable[[], bool]) -> int:
         """The per-minute sweep's part (the timeouts function, wiring.AUDIT_CHECKPOINT_SWEEP): the work each resume
@@ -217,12 +227,18 @@ class TenantLifecycle:
 
     def _hand_back(self, stored: Stored, more_time: Callable[[], bool]) -> tuple[int, bool]:
         """The tenant's held work handed back, batch by batch while `more_time()`, each batch under the hand back's
-        lease while the record is listed (it stops when the record changed: suspended again, its work held again);
-        (how many, whether some is left). Once none is, the record is no longer listed."""
+        lease, conditional on the record's version (it stops when the record changed: suspended again, its work held
+        again); (how many, whether some is left). Once none is, the record is no longer listed."""
+        if not stored.handing_back:
+            # An active tenant's held work not listed (a resume of a release before 0.12.0 left it): listed first, so
+            # that each batch goes under the lease, which a suspension made meanwhile ends.
+            if not self.records.held(stored.tenant, 1) or not self.records.list_handing_back(stored):
+                return 0, False
+            stored = stored._replace(handing_back=True)
         handed, remaining = 0, True
         while remaining and more_time():
             now = self.clock().timestamp()
-            if stored.handing_back and not self.records.lease_hand_back(stored, now, now + HAND_BACK_LEASE_S):
+            if not self.records.lease_hand_back(stored, now, now + HAND_BACK_LEASE_S):
                 # Changed since it was read: suspended again (its work held again), or all handed back by another.
                 return handed, False
             batch = self.records.held(stored.tenant, HAND_BACK_BATCH)
@@ -231,7 +247,7 @@ class TenantLifecycle:
                 self.records.release(stored.tenant, held)
             handed += len(batch)
             remaining = len(batch) == HAND_BACK_BATCH
-        if not remaining and stored.handing_back:
+        if not remaining:
             self.records.handed_back(stored)
         return handed, remaining
 
@@ -283,27 +299,46 @@ class TenantLifecycle:
                 if waited < self.grace_s:
                     return {**progress(tenant, job), "waitSeconds": int(self.grace_s - waited) + 1}
                 job["phase"] = "schedules"
+            # Each step counts what it deletes before deleting it, in the checkpoint, so that a call cut short while it
+            # deletes (the next call finds fewer, or none) counts nothing twice and nothing too few: the report says
+            # what was deleted, however often its calls were cut short.
             elif phase == "schedules":
-                job["schedules"] = job.get("schedules", 0) + self.outside.delete_schedules(tenant)
+                found = self.outside.tenant_schedules(tenant)
+                if "schedules" not in job:
+                    # After the grace period nothing makes a schedule of the tenant's: the first listing is all of them.
+                    job["schedules"] = len(found)
+                    stored = self._checkpoint(stored, job)
+                self.outside.delete_schedules(found)
                 job["phase"] = "secrets"
             elif phase == "secrets":
-                job["secrets"] = sorted({*job.get("secrets", []), *self.outside.delete_secrets(tenant)})
+                found = self.outside.tenant_secrets(tenant)
+                if not set(found) <= set(job.get("secrets", [])):
+                    job["secrets"] = sorted({*job.get("secrets", []), *found})
+                    stored = self._checkpoint(stored, job)
+                self.outside.delete_secrets(found)
                 job["phase"] = "items"
             else:
                 # Each pass scans the first table, then the second (its items: store/layout.py), `in` saying which.
                 where = job.get("in", FIRST)
                 keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS, where)
-                held = keyed_ids(keys)
-                if held.connections:
+                # The page's items counted already: a call cut short after its checkpoint read them from the same
+                # position, and deleted some, all or none of them.
+                counted = set(job.pop("counted", []))
+                new = [key for key in keys if key_digest(key) not in counted]
+                held = keyed_ids(new)
+                job["items"] += len(new)
+                job["apiKeys"] += len(held.api_keys)
+                job["liveConnections"] = job.get("liveConnections", 0) + len(held.connections)
+                job["scanned"] = job.get("scanned", 0) + scanned
+                job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(new)
+                if keys:
+                    job["counted"] = [key_digest(key) for key in keys]
+                    stored = self._checkpoint(stored, job)
                     # Closed before their items go: a call cut short after the delete would find them no more, and the
                     # connections would stay open. (The $disconnect each close brings may delete an item first.)
-                    closed = self.outside.close_connections(held.connections)
-                    job["liveConnections"] = job.get("liveConnections", 0) + closed
-                self.records.delete(keys, where)
-                job["items"] += len(keys)
-                job["apiKeys"] += len(held.api_keys)
-                job["scanned"] = job.get("scanned", 0) + scanned
-                job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(keys)
+                    self.outside.close_connections(keyed_ids(keys).connections)
+                    self.records.delete(keys, where)
+                    job.pop("counted")
                 job.pop("position", None)
                 job.pop("in", None)
                 if position is not None:
@@ -316,8 +351,11 @@ class TenantLifecycle:
                 else:
                     # A pass that deleted something is followed by another, which finds what was written meanwhile.
                     job["pass"] += 1
-            stored = self.records.put(stored, DELETING, {**stored.record, "deletion": job})
+            stored = self._checkpoint(stored, job)
         return progress(tenant, job)
+
+    def _checkpoint(self, stored: Stored, job: dict[str, Any]) -> Stored:
+        return self.records.put(stored, DELETING, {**stored.record, "deletion": job})
 
     def _finish(self, stored: Stored, job: dict[str, Any]) -> dict[str, Any]:
         at = iso(self.clock())
@@ -384,6 +422,13 @@ class TenantLifecycle:
                 raise Unavailable(f"tenant {stored.tenant!r} changed meanwhile; try again", retry_after_s=1) from None
             raise
         return Stored(stored.tenant, status, stored.version + 1, record, handing_back)
+
+
+def key_digest(key: dict[str, Any]) -> str:
+    """An item's key in 16 characters, as a deletion's checkpoint names the items of a page it counted (a page's keys
+    whole could outgrow the record)."""
+    named = "\0".join(key[part]["S"] for part in (wiring.PARTITION_KEY, wiring.SORT_KEY))
+    return hashlib.blake2b(named.encode(), digest_size=8).hexdigest()
 
 
 def deleting(tenant: str) -> Conflict:

@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         human = f"tenant {answer['tenant']} is suspended (since {answer.get('suspendedAt')})"
     elif command == "resume":
         answer = _resumed(invoke, args.tenant)
-        human = f"tenant {answer['tenant']} is active; {answer['handedBack']} held piece(s) of work went on"
+        human = _resumed_in_words(answer)
     elif command == "delete":
         answer = _deleted(invoke, args.tenant, args.no_wait, quiet=args.json)
         human = _report(answer) if answer.get("done") else _where(answer)
@@ -136,12 +136,24 @@ def _invoker(args: argparse.Namespace) -> Any:
 
 
 def _resumed(invoke: Any, tenant: str) -> dict[str, Any]:
+    """The resume, called again while held work remains: each later call only hands back (a suspension made meanwhile
+    stands, and ends the calls)."""
     answer: dict[str, Any] = invoke({"operation": "resume", "tenant": tenant})
     handed = answer["handedBack"]
     while answer.get("remaining"):
-        answer = invoke({"operation": "resume", "tenant": tenant})
+        answer = invoke({"operation": "resume", "tenant": tenant, "handBackOnly": True})
         handed += answer["handedBack"]
     return {**answer, "handedBack": handed}
+
+
+def _resumed_in_words(answer: dict[str, Any]) -> str:
+    went_on = f"{answer['handedBack']} held piece(s) of work went on"
+    if answer["status"] == "active":
+        return f"tenant {answer['tenant']} is active; {went_on}"
+    return (
+        f"tenant {answer['tenant']} was suspended again while it was resumed ({went_on} before): the rest stays held "
+        f"until it is resumed"
+    )
 
 
 def _deleted(invoke: Any, tenant: str, once: bool, quiet: bool) -> dict[str, Any]:

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
-from interlude import __version__
+from interlude import __version__, wiring
 from interlude.domain import clock as clock_
 from interlude.domain.clock import Clock, iso
 from interlude.store import attributes as a
+from interlude.store.layout import tenant_of_pk
 from interlude.store.migrations import DONE, LeaseLost, MigrationStore, Scan
+from interlude.store.tenant_standing import TenantStanding, standing_of
 
 if TYPE_CHECKING:
     from interlude.store.facade import Store
@@ -147,9 +149,10 @@ def _run(
     clock: Clock,
 ) -> bool:
     """Pages of one migration from `position` until its end (True) or until time runs out (False)."""
+    standing = standing_of(table, clock)
     while True:
         items, scanned, position = store.scan_page(migration.scan, position, page_items)
-        written = migration.apply(table, items)
+        written = migration.apply(table, kept_up(items, standing))
         store.record_page(migration.id, owner, position, scanned, written, clock().timestamp())
         if position is None:
             store.finish(migration.id, owner, iso(clock()))
@@ -161,6 +164,16 @@ def _run(
             # lease, and the table is held until it lapses.
             store.release(migration.id, owner)
             return False
+
+
+def kept_up(items: list[a.Item], standing: TenantStanding) -> list[a.Item]:
+    """The items of a page a migration (or the sweep) writes for: none of a tenant being deleted or deleted, whose
+    deletion removes them, and after which nothing may be written for it (docs/adr/0201)."""
+    return [
+        item
+        for item in items
+        if not (pk := item[wiring.PARTITION_KEY]["S"]).startswith("T#") or standing.keeps_data(tenant_of_pk(pk))
+    ]
 
 
 def status(table: Store) -> list[dict[str, object]]:

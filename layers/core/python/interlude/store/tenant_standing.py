@@ -7,7 +7,8 @@ reaches every instance within that time. A tenant with no record is active while
 the registry that its migration has not listed yet); one that holds none is a deleted tenant whose tombstone expired
 (wiring.TENANT_TOMBSTONE_S), and is taken as deleted (docs/adr/0195). A worker handed work for a tenant that is not
 active reads the status again, consistently, and either acts after all (resumed meanwhile), keeps the work for the
-tenant's resume (suspended: `held`), or drops it (being deleted, or deleted: nothing of the tenant is kept).
+tenant's resume (suspended: `held`), or drops it (being deleted, or deleted: nothing of the tenant is kept). The
+upkeep of a tenant's data (the migrations queue's jobs, the daily sweep, a migration) asks `keeps_data`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden
 from interlude.domain.expiring import ExpiringCache
 from interlude.store.table import Table
-from interlude.store.tenants import ACTIVE, DELETED, SUSPENDED, TenantRecords
+from interlude.store.tenants import ACTIVE, DELETED, DELETING, SUSPENDED, TenantRecords
 
 SUSPENDED_CODE = "interlude.tenant_suspended"
 # Tenants whose status an instance keeps (the least recently asked go first).
@@ -62,6 +63,8 @@ class TenantStanding:
         self.clock = clock
         self.cache_seconds = cache_seconds
         self._known: ExpiringCache[str, str] = ExpiringCache(CACHE_SIZE, monotonic)
+        # The registry's statuses as recorded (None: no record), for `keeps_data`.
+        self._recorded: ExpiringCache[str, str | None] = ExpiringCache(CACHE_SIZE, monotonic)
 
     def status(self, tenant: str) -> str:
         if (known := self._known.fresh(tenant)) is not None:
@@ -93,6 +96,16 @@ class TenantStanding:
                 return "held"
             # The status changed between the read and the hold (a resume or a deletion began): read it again.
         raise RuntimeError(f"the status of tenant {tenant!r} kept changing; the work is tried again later")
+
+    def keeps_data(self, tenant: str) -> bool:
+        """Whether the upkeep of `tenant`'s data goes on (its runs' retention, its search index, a migration of its
+        items): while it is active or suspended (a suspended tenant's data stays right: its runs expire when its
+        retention says, it is resumed with its index whole), not once its record says it is being deleted or deleted
+        (whatever the upkeep wrote could outlive the deletion: docs/adr/0201). The record alone is asked: a tenant
+        without one is one from before the registry (the migrations that list its keys and register it may not have
+        run yet) or one whose tombstone expired, whose items went with it."""
+        recorded = self._recorded.fresh_or_read(tenant, lambda: self.statuses.status(tenant), self.cache_seconds)
+        return recorded not in (DELETING, DELETED)
 
     def forget(self, tenant: str) -> None:
         self._known.forget(tenant)

@@ -116,18 +116,21 @@ class Scheduler:
             raise
         return True
 
-    def delete_tenant_schedules(self, tenant: str) -> int:
-        """Delete every schedule of the tenant's runs: found by the tenant's name prefix (names.tenant_prefix), and
-        among the schedules made before names carried it (names.LEGACY_PREFIXES: every tenant's, fewer as they fire,
-        since none is made so any more), each one's input read to be sure it names one of the tenant's runs; how many
-        were deleted."""
+    def tenant_schedules(self, tenant: str) -> list[str]:
+        """The names of every schedule of the tenant's runs: found by the tenant's name prefix (names.tenant_prefix),
+        and among the schedules made before names carried it (names.LEGACY_PREFIXES: every tenant's, fewer as they
+        fire, since none is made so any more), each one's input read to be sure it names one of the tenant's runs."""
         found = [
             summary["Name"]
             for prefix in (tenant_prefix(tenant), *LEGACY_PREFIXES)
             for page in self.client.get_paginator("list_schedules").paginate(GroupName=self.settings.group, NamePrefix=prefix)
             for summary in page.get("Schedules", [])
         ]
-        return sum(1 for name in found if self._names_tenants_run(name, tenant) and self._delete(name))
+        return [name for name in found if self._names_tenants_run(name, tenant)]
+
+    def delete_schedules(self, names: list[str]) -> int:
+        """Delete the schedules named; how many were still there."""
+        return sum(self._delete(name) for name in names)
 
     def _names_tenants_run(self, name: str, tenant: str) -> bool:
         try:

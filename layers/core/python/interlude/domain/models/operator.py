@@ -37,6 +37,9 @@ class SuspendTenant(Closed):
 class ResumeTenant(Closed):
     operation: Literal["resume"]
     tenant: str = Field(pattern=TENANT)
+    # A later call of one resume (the CLI's, while held work remains): it hands back what is still held, and makes no
+    # tenant active, so a suspension made since stands.
+    handBackOnly: bool = False
 
 
 class DeleteTenant(Closed):
