@@ -297,13 +297,16 @@ def call(method: str, path: str, key: str | None, body: Any = None, **headers: s
 def nested_request(request: Callable[[], Answered]) -> Callable[[], Answered]:
     """`request` through the real api handler while another request waits inside it (`before_first`): Powertools keeps
     the request being answered on the resolver's class, so the paused request's is put back once this one is done,
-    as its own instance would have kept it."""
+    as its own instance would have kept it. The nested request starts with an empty context, as another instance's
+    would: the paused request's principal, once it is in the context, is not the nested request's (whether it was in
+    it yet depended on whether the paused request's rate admission wrote, so a cancel was refused 403 now and then)."""
     from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 
     from interlude.api.http import app
 
     def run() -> Answered:
         saved = (getattr(BaseRouter, "current_event", None), getattr(BaseRouter, "lambda_context", None), dict(app.context))
+        app.context.clear()
         try:
             return request()
         finally:
