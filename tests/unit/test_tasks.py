@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from interlude.app.tasks import issue_token, read_token
+from interlude.app.tasks import claim_digest, issue_token, read_token
 from interlude.domain.errors import Invalid
 from interlude.engine import run as engine
 from interlude.engine.actions import ACTION_REQUESTED
@@ -77,8 +77,10 @@ def test_an_llm_nodes_output_is_its_text(output, kept):
 
 def test_a_token_names_run_node_visit_and_attempt_and_reads_back():
     task = Task(task_id(RUN_ID, "t", 2), RUN_ID, "t", 2, "q", "claimed", 3, {})
-    tid, claim = read_token(issue_token(task, "nonce"))
-    assert (tid, claim.attempt, claim.nonce) == (task.task_id, 3, "nonce")
+    tid, presented = read_token(issue_token(task, "secret"))
+    assert (tid, presented.attempt, presented.secret) == (task.task_id, 3, "secret")
+    # Its last part is the secret's digest, which a claim keeps: what the table keeps is not the secret
+    assert presented.last == claim_digest("secret") != "secret"
     for bad in ("", "tt1", "tt1.!!.n", "tt1.e30.n", "xx1.e30.n", issue_token(task, "n").replace("tt1", "tt2")):
         with pytest.raises(Invalid) as refused:
             read_token(bad)
