@@ -537,7 +537,7 @@ def test_each_of_a_transitions_notices_has_the_attempts_a_notice_alone_has(servi
     Stream(TABLE).pump()
 
     # When the queue's mapping hands its messages out until none is left (SQS redriving what it receives too often)
-    mapped_until_gone(aws["callbacks"], "callbacks")
+    handed = mapped_until_gone(aws["callbacks"], "callbacks")
 
     # Then each notice was POSTed as often as a notice alone is, under its own webhook-id, one after another
     ids = [h.headers["webhook-id"] for h in receiver.hits]
@@ -551,3 +551,5 @@ def test_each_of_a_transitions_notices_has_the_attempts_a_notice_alone_has(servi
     # And each has its dead letter, with its attempts; nothing went to the dead letters as queued
     dead = sorted((json.loads(m["Body"]).get("noticeId"), json.loads(m["Body"]).get("attempts")) for m in queued(aws["callbacks-dlq"]))
     assert dead == sorted((i, wiring.CALLBACK_MAX_ATTEMPTS) for i in set(ids))
+    # (the first two notices' rounds in the message's 20 receives, the third's in a copy of it)
+    assert len(handed) == 2 * wiring.CALLBACK_MAX_ATTEMPTS - 1 + wiring.CALLBACK_MAX_ATTEMPTS
