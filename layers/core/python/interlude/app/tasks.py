@@ -8,9 +8,9 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
   the attempt, with a secret only the claimant knows (the task keeps its digest: ADR 0197). Every later call must
   hold the claim: a second completion, a completion after a failure or a lapse, or a stale attempt's token answers
   409 interlude.task_not_claimed. Only the token of the task's latest claim (its attempt and secret, whose digest
-  the task keeps once the claim ended) is told
-  what became of the task (`details`); any other token of the tenant, one naming no task among them, is answered
-  alike and told nothing, so a caller without the claim cannot learn whether a task exists or how it stands (ADR 0194).
+  the task keeps once the claim ended) is told what became of the task (`details`); any other token of the tenant,
+  one naming no task among them, is answered alike and told nothing, so a caller without the claim cannot learn
+  whether a task exists or how it stands (ADR 0194).
 * The first outcome of a claim wins (one conditional write on the task item) and is recorded there, then lands on
   the run (app.actions.finish_action, which ignores a visit that no longer waits). A recorded outcome the run
   never heard (the request died between the two writes) lands when the claim's check fires.
@@ -129,7 +129,8 @@ def read_token(token: str) -> tuple[str, Presented]:
             raise ValueError
         if not all(isinstance(x, int) and x >= 1 for x in (visit, attempt)) or "/" not in run_id:
             raise ValueError
-        if secret is not None and not (isinstance(secret, str) and secret):
+        # ASCII, as every secret, nonce and digest issued is: compared as bytes, anything else would not encode.
+        if not last.isascii() or (secret is not None and not (isinstance(secret, str) and secret and secret.isascii())):
             raise ValueError
     except (ValueError, TypeError, KeyError, AttributeError):
         raise Invalid("the task token is not one Interlude issued", code="interlude.task_token_invalid") from None
