@@ -380,22 +380,15 @@ def test_a_suspended_tenants_held_notice_keeps_no_decision_link_and_goes_out_at_
     assert tenant.status(run_id) == "completed"
 
 
-def handed_back_outbox(env) -> None:
-    """The outbox queue taken into dispatch until it is empty (what a resume handed back to it)."""
-    (consumer,) = [f.name for f in wiring.FUNCTIONS if f.consumes == wiring.OUTBOX_QUEUE]
-    pump = QueuePump(consumer, env.queues[wiring.OUTBOX_QUEUE])
-    while pump.pump_once():
-        pass
-
-
 def test_a_gates_notice_the_outbox_held_through_a_suspension_goes_out_with_a_link_living_from_the_resume(
     delivering, clock_file, receiver
 ):
     # Given a tenant's runs raising their gates just before a suspension takes hold, their event items not taken by the
     # outbox yet: one gate without a deadline, one due 2 h 10 min after its raise
     tenant = Tenant(f"{delivering.tenant}-o")
-    timed = {**GATE, "nodes": [{**GATE["nodes"][0], "config": {**GATE["nodes"][0]["config"], "timeoutMs": 7800_000}}, GATE["nodes"][1]]}
-    tenant.services.workflows.put_workflow(tenant.principal, "due-later", WorkflowDefinition.model_validate(timed))
+    review, done = GATE["nodes"]
+    due_later = {**GATE, "nodes": [{**review, "config": {**review["config"], "timeoutMs": 7800_000}}, done]}
+    tenant.services.workflows.put_workflow(tenant.principal, "due-later", WorkflowDefinition.model_validate(due_later))
     untimed, due = tenant.start(callbackUrl=receiver.url()), tenant.start("due-later", callbackUrl=receiver.url())
     deadline = tenant.services.store.get_run(due)[0].interrupts["review"].deadline
     operator("suspend", tenant=tenant.name)
@@ -407,7 +400,7 @@ def test_a_gates_notice_the_outbox_held_through_a_suspension_goes_out_with_a_lin
     clock.advance(clock_file, 2 * 3600)
     resumed_at = clock.now().timestamp()
     assert operator("resume", tenant=tenant.name)["handedBack"] == 2
-    handed_back_outbox(delivering)
+    drain(delivering.queues, wiring.OUTBOX_QUEUE)
     drain(delivering.queues)
 
     # Then each gate's notice goes out with a link living from its going out, not from its gate's raise: the untimed
