@@ -22,7 +22,7 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
-from interlude.store.deliveries import DeliveryStore
+from interlude.store.deliveries import RECEIVES_EXHAUSTED, DeliveryStore
 from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key, tenant_of_test
 from tests.integration.test_tenant_lifecycle import call
@@ -509,3 +509,47 @@ def test_a_notice_whose_record_cannot_be_written_on_its_last_receive_is_kept_as_
     assert not {"token", "intent", "expiresAt"} & set(as_queued["notice"])
     assert all("/interrupts/" not in json.dumps(m) for m in kept)
     assert receiver.hits == []
+
+
+# --- a transition's notices, each with the attempts a notice alone has ----------------------------------------------
+
+THREE_GATES = {
+    "id": "three-gates",
+    "name": "three gates",
+    "nodes": [
+        {"id": gate, "typeId": "core.approvalGate", "config": {"title": f"Gate {gate}", "actions": ["accept", "reject"]}}
+        for gate in ("a", "b", "c")
+    ],
+    "edges": [],
+}
+
+
+def test_each_of_a_transitions_notices_has_the_attempts_a_notice_alone_has(services, admin, aws, receiver, monkeypatch):
+    # Given the deployment's attempts per notice, and a receiver that fails every POST
+    monkeypatch.setenv("INTERLUDE_CALLBACK_MAX_ATTEMPTS", str(wiring.CALLBACK_MAX_ATTEMPTS))
+    config.forget()
+    lambda_runtime.fresh_instances()
+    receiver.script[:] = [500] * 100
+    # And a run that raises three gates in one transition: their notices are one delivery, one message
+    services.workflows.put_workflow(admin, THREE_GATES["id"], WorkflowDefinition.model_validate(THREE_GATES))
+    request = CreateRunRequest.model_validate({"workflowId": THREE_GATES["id"], "callbackUrl": receiver.url()})
+    run_id = services.lifecycle.create_run(admin, request).runId
+    Stream(TABLE).pump()
+
+    # When the queue's mapping hands its messages out until none is left (SQS redriving what it receives too often)
+    handed = mapped_until_gone(aws["callbacks"], "callbacks")
+
+    # Then each notice was POSTed as often as a notice alone is, under its own webhook-id, one after another
+    ids = [h.headers["webhook-id"] for h in receiver.hits]
+    assert [ids.count(i) for i in dict.fromkeys(ids)] == [wiring.CALLBACK_MAX_ATTEMPTS] * 3
+    assert ids == sorted(ids, key=ids.index)
+    # And the run's deliveries list each dead after its last attempt, none given up before its attempts ran out
+    listed = listed_deliveries(services, run_id)
+    assert RECEIVES_EXHAUSTED not in {d["errorClass"] for d in listed}
+    finals = [(d["noticeId"], d["attempt"], d["errorClass"]) for d in listed if d.get("final")]
+    assert finals == [(i, wiring.CALLBACK_MAX_ATTEMPTS, "http_status") for i in dict.fromkeys(ids)]
+    # And each has its dead letter, with its attempts; nothing went to the dead letters as queued
+    dead = [json.loads(m["Body"]) for m in queued(aws["callbacks-dlq"])]
+    assert sorted((d.get("noticeId"), d.get("attempts")) for d in dead) == sorted((i, wiring.CALLBACK_MAX_ATTEMPTS) for i in set(ids))
+    # (the first two notices' rounds in the message's 20 receives, the third's in a copy of it)
+    assert len(handed) == 2 * wiring.CALLBACK_MAX_ATTEMPTS - 1 + wiring.CALLBACK_MAX_ATTEMPTS

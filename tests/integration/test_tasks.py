@@ -3,6 +3,7 @@ handlers, and the local schedule pump. Time moves by the process clock's offset 
 
 from __future__ import annotations
 
+import base64
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -13,7 +14,7 @@ from botocore.awsrequest import AWSResponse
 
 from interlude import wiring
 from interlude.adapters.scheduler import scheduler as scheduler_
-from interlude.app.tasks import issue_token
+from interlude.app.tasks import issue_token, read_token
 from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -26,6 +27,7 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.schedules import SchedulePump
 from interlude.store.facade import Store
+from interlude.store.task_items import TASK_SK, task_pk
 from interlude.store.tasks import Claim, TaskStore
 from tests.integration.conftest import new_api_key, state_of
 from tests.support.modulex_example import worked_example
@@ -722,3 +724,57 @@ def test_a_retried_task_of_a_cancelled_run_leaves_the_ready_index_with_its_new_e
     assert task_status(services, run_id) == "cancelled"
     stream.settle()
     assert store.ready(tenant, "summarise", later) == []
+
+
+def stored_task(tid: str) -> dict[str, Any]:
+    """The task's item as anyone who may read the table reads it."""
+    item = boto3.client("dynamodb").get_item(TableName=TABLE, Key={"pk": {"S": task_pk(tid)}, "sk": {"S": TASK_SK}})
+    return item["Item"]
+
+
+def test_what_the_table_keeps_of_a_claim_does_not_hold_it(services, admin, worker_key):
+    # Given a task a worker claimed through the API
+    run_id = started(services, admin, task_workflow())
+    Stream(TABLE).settle()
+    held = claim(worker_key, "summarise").body["taskToken"]
+    tid = task_id(run_id, "draft", 1)
+
+    # When someone who can read the table (and not the worker's answer) makes a token of what the task keeps: its
+    # run, node, visit and attempt, and what it keeps of the claim
+    kept = stored_task(tid)
+    named = base64.urlsafe_b64encode(json.dumps({"r": run_id, "n": "draft", "v": 1, "a": 1}).encode()).decode().rstrip("=")
+    made = f"tt1.{named}.{kept['nonce']['S']}"
+
+    # Then the token holds nothing: its heartbeat, completion and failure are refused as any other token without the claim
+    for action, body in (("heartbeat", None), ("complete", {"output": {"summary": "forged"}}), ("fail", {"error": "no"})):
+        got = call(worker_key, "POST", f"/tasks/{made}/{action}", body)
+        assert (got.status, got.code, got.body.get("details")) == (409, "interlude.task_not_claimed", None), action
+    # And the claim's secret is nowhere in the item
+    secret = read_token(held)[1].secret
+    assert secret
+    assert secret not in json.dumps(kept)
+    # And the worker's own token still holds the claim: its completion continues the run
+    done = call(worker_key, "POST", f"/tasks/{held}/complete", {"output": {"summary": "mine"}})
+    assert (done.status, done.body["status"]) == (200, "completed")
+    assert state_of(services, run_id).outputs["draft"] == {"summary": "mine"}
+    # And a second completion is still told what became of its task
+    again = call(worker_key, "POST", f"/tasks/{held}/complete", {"output": {"summary": "mine"}})
+    assert (again.status, again.body["details"]) == (409, {"status": "completed", "attempt": 1})
+
+
+def test_a_claim_the_release_before_made_is_still_held_by_its_token(services, admin, worker_key, tenant):
+    # Given a task claimed by the release before (0.11.0): the item keeps the nonce itself, the token carries only it
+    run_id = started(services, admin, task_workflow())
+    Stream(TABLE).settle()
+    store = TaskStore(services.store)
+    (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
+    nonce = "AbCdEfGhIjKlMnOpQrStUv"
+    assert store.claim(entry, nonce, 1e12, 1e12, 1e12)
+    named = base64.urlsafe_b64encode(json.dumps({"r": run_id, "n": "draft", "v": 1, "a": 1}).encode()).decode().rstrip("=")
+    before = f"tt1.{named}.{nonce}"
+
+    # When its worker heartbeats and completes it after the upgrade, Then its claim holds and the run goes on
+    assert call(worker_key, "POST", f"/tasks/{before}/heartbeat").status == 200
+    done = call(worker_key, "POST", f"/tasks/{before}/complete", {"output": {"summary": "older"}})
+    assert (done.status, done.body["status"]) == (200, "completed")
+    assert state_of(services, run_id).outputs["draft"] == {"summary": "older"}

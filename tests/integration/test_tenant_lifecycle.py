@@ -380,6 +380,43 @@ def test_a_suspended_tenants_held_notice_keeps_no_decision_link_and_goes_out_at_
     assert tenant.status(run_id) == "completed"
 
 
+def test_a_gates_notice_the_outbox_held_through_a_suspension_goes_out_with_a_link_living_from_the_resume(
+    delivering, clock_file, receiver
+):
+    # Given a tenant's runs raising their gates just before a suspension takes hold, their event items not taken by the
+    # outbox yet: one gate without a deadline, one due 2 h 10 min after its raise
+    tenant = Tenant(f"{delivering.tenant}-o")
+    review, done = GATE["nodes"]
+    due_later = {**GATE, "nodes": [{**review, "config": {**review["config"], "timeoutMs": 7800_000}}, done]}
+    tenant.services.workflows.put_workflow(tenant.principal, "due-later", WorkflowDefinition.model_validate(due_later))
+    untimed, due = tenant.start(callbackUrl=receiver.url()), tenant.start("due-later", callbackUrl=receiver.url())
+    deadline = tenant.services.store.get_run(due)[0].interrupts["review"].deadline
+    operator("suspend", tenant=tenant.name)
+    # When the outbox is handed them while the tenant is suspended, it holds them
+    assert dispatch(Stream(wiring_table()).pump()) == {"batchItemFailures": []}
+    assert [h.destination for h in held_work(tenant.name)] == ["queue:outbox", "queue:outbox"]
+
+    # When the tenant is resumed two hours later and the outbox takes them
+    clock.advance(clock_file, 2 * 3600)
+    resumed_at = clock.now().timestamp()
+    assert operator("resume", tenant=tenant.name)["handedBack"] == 2
+    drain(delivering.queues, wiring.OUTBOX_QUEUE)
+    drain(delivering.queues)
+
+    # Then each gate's notice goes out with a link living from its going out, not from its gate's raise: the untimed
+    # gate's for a link's life (30 minutes), the timed one's until its gate's deadline, which comes first
+    sent = {json.loads(h.body)["runId"]: json.loads(h.body) for h in receiver.hits}
+    assert set(sent) == {untimed, due}
+    expires = {run: clock.epoch_of(notice["expiresAt"]) for run, notice in sent.items()}
+    assert int(resumed_at) + 30 * 60 <= expires[untimed] <= resumed_at + 30 * 60 + 60
+    assert expires[due] == int(deadline)
+    # And each link decides its gate
+    for run_id, notice in sent.items():
+        decided = call("POST", f"/interrupts/{notice['token']}", body={"resumeValue": {"action": "accept"}})
+        assert decided.status == 200, decided.text
+        assert tenant.status(run_id) == "completed"
+
+
 def test_a_suspended_tenants_notification_is_held_and_goes_back_to_its_queue_at_the_resume(env):
     # Given a notification queued for a tenant's gate (the notify function's hold is a transaction that checks the
     # tenant's standing: its role must allow it, as the callbacks function's must)

@@ -3,9 +3,12 @@ a node.retried event, retry_config's backoff, an llm node's text, and the task t
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
-from interlude.app.tasks import issue_token, read_token
+from interlude.app.tasks import claim_digest, issue_token, read_token
 from interlude.domain.errors import Invalid
 from interlude.engine import run as engine
 from interlude.engine.actions import ACTION_REQUESTED
@@ -77,9 +80,14 @@ def test_an_llm_nodes_output_is_its_text(output, kept):
 
 def test_a_token_names_run_node_visit_and_attempt_and_reads_back():
     task = Task(task_id(RUN_ID, "t", 2), RUN_ID, "t", 2, "q", "claimed", 3, {})
-    tid, claim = read_token(issue_token(task, "nonce"))
-    assert (tid, claim.attempt, claim.nonce) == (task.task_id, 3, "nonce")
-    for bad in ("", "tt1", "tt1.!!.n", "tt1.e30.n", "xx1.e30.n", issue_token(task, "n").replace("tt1", "tt2")):
+    tid, presented = read_token(issue_token(task, "secret"))
+    assert (tid, presented.attempt, presented.secret) == (task.task_id, 3, "secret")
+    # Its last part is the secret's digest, which a claim keeps: what the table keeps is not the secret
+    assert presented.last == claim_digest("secret") != "secret"
+    # A secret no claim issues (a lone surrogate, which JSON can spell and no digest can be made of)
+    unissued = json.dumps({"r": RUN_ID, "n": "t", "v": 2, "a": 3, "s": "\ud800"}).encode()
+    lone = f"tt1.{base64.urlsafe_b64encode(unissued).decode().rstrip('=')}.{claim_digest('x')}"
+    for bad in ("", "tt1", "tt1.!!.n", "tt1.e30.n", "xx1.e30.n", issue_token(task, "n").replace("tt1", "tt2"), lone):
         with pytest.raises(Invalid) as refused:
             read_token(bad)
         assert refused.value.code == "interlude.task_token_invalid"

@@ -348,7 +348,9 @@ FUNCTIONS: tuple[Function, ...] = (
         consumes="callbacks",
         batch_size=CALLBACK_BATCH_SIZE,
         max_concurrency=CALLBACK_CONCURRENCY,
-        sends_to=("callbacks-dlq",),
+        # Its own queue too: a transition's notices whose next round would outlast their message's receives go on in
+        # a copy of it (adapters/delivery/worker.PASSED_ON, ADR 0198).
+        sends_to=("callbacks-dlq", "callbacks"),
         table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -653,7 +655,9 @@ QUEUES: tuple[Queue, ...] = (
         dead_letter="callbacks-dlq",
         # A safety net only: the worker dead-letters a notice itself after CALLBACK_MAX_ATTEMPTS, and a message that
         # fails on its last receive (a crash every time) without its links; SQS redrives only what the worker could
-        # not even take up (an invocation that died) after twice as many receives.
+        # not even take up (an invocation that died) after twice as many receives. The worker's receive budget is
+        # this (adapters/delivery/worker.MAX_RECEIVES): a transition's notices, one round after another, go on in a
+        # copy of their message before a round would outlast it (ADR 0198).
         max_receive_count=2 * CALLBACK_MAX_ATTEMPTS,
     ),
     # Actions whose worker could not finish them (a crash every time, an outcome that cannot be committed): the

@@ -106,9 +106,13 @@ class LeasedWorker(ABC, Generic[W]):
     @abstractmethod
     def attempt(self, work: W, claim: Claim) -> Attempted: ...
 
+    def received(self, record: dict[str, Any]) -> W | str:
+        """`receive` of the SQS record's message (a worker that weighs the record's receives says so here)."""
+        return self.receive(read_message(record["body"], self.MESSAGE))
+
     def handle(self, record: dict[str, Any]) -> str:
         """Process one SQS record: returns the outcome, or raises RetryLater."""
-        work = self.receive(read_message(record["body"], self.MESSAGE))
+        work = self.received(record)
         if isinstance(work, str):
             return work
         if self.CLAIMS:

@@ -34,6 +34,7 @@ from interlude.config.queues import queue_settings
 from interlude.domain.clock import Clock
 from interlude.domain.ids import secret_name
 from interlude.store.facade import Store
+from interlude.store.stream import HANDED_BACK_AT
 from interlude.store.tenants import Held
 from interlude.store.webhooks import WebhookStore
 
@@ -100,7 +101,12 @@ class TenantOutside:
             self.scheduler.hand_back(handed_back_name(tenant, f"{held.sk}@{held.held_at}"), held.body, due)
             return
         queue = held.destination.removeprefix(QUEUE_DESTINATION)
-        body = self.linked(held.body) if queue == "callbacks" else held.body
+        body = held.body
+        if queue == "callbacks":
+            body = self.linked(body)
+        elif queue == wiring.OUTBOX_QUEUE:
+            # Its notices' links live from now, as the held callbacks' do (adapters/delivery/outbox.link_minter).
+            body = {**body, HANDED_BACK_AT: self.clock().timestamp()}
         send_grouped(queue_url(queue), [(tenant, body)], "held message")
 
     def linked(self, message: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from interlude.domain.ids import tenant_of
 from interlude.store.inbox import ClosedGate, closed_gates
 from interlude.store.stream import (
+    HANDED_BACK_AT,
     HELD_FOLLOWERS,
     HELD_HEAD_EXPIRY,
     carried_audit_draft,
@@ -129,6 +130,7 @@ class HeldRuns:
         self._followers().pop(run_id, None)
         self._expiries().pop(run_id, None)
         self._closed().pop(run_id, None)
+        self._handed_back().pop(run_id, None)
 
     def _followers(self) -> dict[str, Any]:
         return self._per_thread("followers")
@@ -152,6 +154,22 @@ class HeldRuns:
 
     def _closed(self) -> dict[str, Any]:
         return self._per_thread("closed")
+
+    def _handed_back(self) -> dict[str, Any]:
+        return self._per_thread("handed_back")
+
+    def hold_handed_back(self, run_id: str, at: float | None) -> None:
+        """When a resume handed the record's message back (store/stream.py HANDED_BACK_AT); None: it was never held."""
+        if at is None:
+            self._handed_back().pop(run_id, None)
+        else:
+            self._handed_back()[run_id] = at
+
+    def handed_back_at(self, run_id: str) -> float | None:
+        """When a resume handed back the message of the record being dispatched, held while its tenant was suspended;
+        None: it was not held."""
+        at: float | None = self._handed_back().get(run_id)
+        return at
 
     def hold_closed(self, run_id: str, closed: dict[str, ClosedGate]) -> None:
         """The gates the record's transition closed, by interrupt id, as the inbox keys it names tell them
@@ -396,6 +414,7 @@ def handle_record(
     closed = closed_inbox_entries(record)
     records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
     records.hold_expiry(run_id, record.get(HELD_HEAD_EXPIRY))
+    records.hold_handed_back(run_id, record.get(HANDED_BACK_AT))
     records.hold_closed(run_id, closed_gates(closed))
     # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.

@@ -108,6 +108,10 @@ class DispatchedRuns(RunRecords, Protocol):
         """When the gate was raised: from the record that closed it where it names `interrupt_id`, else its item."""
         ...
 
+    def handed_back_at(self, run_id: str) -> float | None:
+        """When a resume handed back the record's message, held while its tenant was suspended; None: never held."""
+        ...
+
 
 class RunIndex(Protocol):
     """The tenant's run listing (one entry per run) and the heads it names."""

@@ -5,11 +5,12 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
   derives from run, node and visit). A run that ends while its tasks wait cancels them in its own transaction
   (store.tasks.abandoned_update), so no claim hands one out; the outbox then removes their ready entries.
 * A claim takes a ready task (store/tasks.py) and hands its worker a token naming the run, the node, the visit and
-  the attempt, with a nonce only the claimant knows. Every later call must hold the claim: a second completion,
-  a completion after a failure or a lapse, or a stale attempt's token answers 409 interlude.task_not_claimed. Only
-  the token of the task's latest claim (its attempt and nonce, which the task keeps once the claim ended) is told
-  what became of the task (`details`); any other token of the tenant, one naming no task among them, is answered
-  alike and told nothing, so a caller without the claim cannot learn whether a task exists or how it stands (ADR 0194).
+  the attempt, with a secret only the claimant knows (the task keeps its digest: ADR 0197). Every later call must
+  hold the claim: a second completion, a completion after a failure or a lapse, or a stale attempt's token answers
+  409 interlude.task_not_claimed. Only the token of the task's latest claim (its attempt and secret, whose digest
+  the task keeps once the claim ended) is told what became of the task (`details`); any other token of the tenant,
+  one naming no task among them, is answered alike and told nothing, so a caller without the claim cannot learn
+  whether a task exists or how it stands (ADR 0194).
 * The first outcome of a claim wins (one conditional write on the task item) and is recorded there, then lands on
   the run (app.actions.finish_action, which ignores a visit that no longer waits). A recorded outcome the run
   never heard (the request died between the two writes) lands when the claim's check fires.
@@ -34,12 +35,15 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import random
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.caught import caught
@@ -65,6 +69,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "tt1"
+# What a claim made by this release keeps (claim_digest); a 0.11.0 claim kept its nonce, 22 characters of base64url.
+DIGEST = re.compile(r"[0-9a-f]{64}")
 # A worker's error as it reaches the node's failure (message, code and details together).
 MAX_WORKER_ERROR_BYTES = 8 * 1024
 # (run id, deadline) -> the deadline's one-time schedule exists (interlude.adapters.scheduler at the API edge).
@@ -74,26 +80,61 @@ Schedule = Callable[[str, Deadline], Any]
 # -- tokens ----------------------------------------------------------------------------------------
 
 
-def issue_token(task: Task, nonce: str) -> str:
-    named = {"r": task.run_id, "n": task.node_id, "v": task.visit, "a": task.attempt}
+def claim_digest(secret: str) -> str:
+    """What the task item keeps of a claim's secret (as of an API key's): who reads the table cannot hold the claim."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def issue_token(task: Task, secret: str) -> str:
+    """The claim's token: run, node, visit, attempt and the claim's secret, then the secret's digest. The digest is the
+    last part, where 0.11.0 reads the nonce it compares with the one its item keeps: a claim made here is held by its
+    token there too, after a rollback (ADR 0197)."""
+    named = {"r": task.run_id, "n": task.node_id, "v": task.visit, "a": task.attempt, "s": secret}
     raw = json.dumps(named, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
-    return f"{TOKEN_PREFIX}.{base64.urlsafe_b64encode(raw).decode().rstrip('=')}.{nonce}"
+    return f"{TOKEN_PREFIX}.{base64.urlsafe_b64encode(raw).decode().rstrip('=')}.{claim_digest(secret)}"
 
 
-def read_token(token: str) -> tuple[str, Claim]:
-    """(task id, the claim it stands for); Invalid (interlude.task_token_invalid) unless Interlude could have
-    issued it."""
+@dataclass(frozen=True)
+class Presented:
+    """What a worker's token says of its claim: the attempt, its last part, and the claim's secret (None: a token
+    0.11.0 issued, whose last part is the nonce its item keeps)."""
+
+    attempt: int
+    last: str
+    secret: str | None
+
+    def holds(self, task: Task) -> Claim | None:
+        """The claim on `task`, as its item keeps it, when this token holds it. A token 0.11.0 issued holds only a claim
+        0.11.0 made (the nonce itself kept): a digest kept by this release is never taken for a nonce."""
+        if task.attempt != self.attempt or not task.nonce:
+            return None
+        kept = task.nonce.encode()
+        if self.secret is not None:
+            # Its last part is the digest it was issued with, as 0.11.0 reads it: one with another is none issued.
+            digest = secrets.compare_digest(kept, claim_digest(self.secret).encode())
+            held = digest & secrets.compare_digest(kept, self.last.encode())
+        else:
+            held = not DIGEST.fullmatch(task.nonce) and secrets.compare_digest(kept, self.last.encode())
+        return Claim(self.attempt, task.nonce) if held else None
+
+
+def read_token(token: str) -> tuple[str, Presented]:
+    """(task id, the claim it presents); Invalid (interlude.task_token_invalid) unless Interlude could have issued it."""
     try:
-        prefix, body, nonce = token.split(".")
+        prefix, body, last = token.split(".")
         named = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         run_id, node_id, visit, attempt = named["r"], named["n"], named["v"], named["a"]
-        if prefix != TOKEN_PREFIX or not nonce or not all(isinstance(x, str) and x for x in (run_id, node_id)):
+        secret = named.get("s")
+        if prefix != TOKEN_PREFIX or not last or not all(isinstance(x, str) and x for x in (run_id, node_id)):
             raise ValueError
         if not all(isinstance(x, int) and x >= 1 for x in (visit, attempt)) or "/" not in run_id:
             raise ValueError
-    except (ValueError, TypeError, KeyError):
+        # ASCII, as every secret, nonce and digest issued is: compared as bytes, anything else would not encode.
+        if not last.isascii() or (secret is not None and not (isinstance(secret, str) and secret and secret.isascii())):
+            raise ValueError
+    except (ValueError, TypeError, KeyError, AttributeError):
         raise Invalid("the task token is not one Interlude issued", code="interlude.task_token_invalid") from None
-    return task_id(run_id, node_id, visit), Claim(attempt, nonce)
+    return task_id(run_id, node_id, visit), Presented(attempt, last, secret)
 
 
 def not_claimed(task: Task) -> Conflict:
@@ -122,10 +163,10 @@ def _check(task: Task, attempt: int, due: float) -> Deadline:
     return Deadline("task", due, task.node_id, interrupt_id=task.task_id, visit=attempt)
 
 
-def _claimed(task: Task, nonce: str) -> dict[str, Any]:
+def _claimed(task: Task, secret: str) -> dict[str, Any]:
     request = task.request
     return {
-        "taskToken": issue_token(task, nonce),
+        "taskToken": issue_token(task, secret),
         "runId": task.run_id,
         "nodeId": request["nodeId"],
         "nodeType": request["nodeType"],
@@ -186,11 +227,12 @@ class Tasks:
     def _held(self, principal: auth.Principal, token: str) -> tuple[Task, Claim]:
         """The task a worker's token holds: 403 for another tenant's task, 409 when the claim is gone (telling what
         became of the task only to its latest claim: `holds_nothing`)."""
-        tid, claim = read_token(token)
+        tid, presented = read_token(token)
         if tenant_of(tid) != principal.tenant:
             raise Forbidden("the task belongs to another tenant", code="id_tenant_mismatch")
         task = self.tasks.get(tid)
-        if task is None or task.attempt != claim.attempt or not secrets.compare_digest(task.nonce, claim.nonce):
+        claim = None if task is None else presented.holds(task)
+        if task is None or claim is None:
             raise holds_nothing()
         if task.status != "claimed":
             raise not_claimed(task)
@@ -240,10 +282,10 @@ class Tasks:
                 # One check, scheduled before the claim (a check that finds no claim of its attempt changes nothing):
                 # the deadline is reached by the chain of checks the heartbeats make (see heartbeat).
                 schedule(task.run_id, _check(task, task.attempt, check_at))
-                nonce = secrets.token_urlsafe(16)
-                if store.claim(entry, nonce, lease, deadline, check_at):
+                secret = secrets.token_urlsafe(16)
+                if store.claim(entry, claim_digest(secret), lease, deadline, check_at):
                     self._drop_entry(entry)
-                    return _claimed(task, nonce)
+                    return _claimed(task, secret)
         return None
 
     def _drop_entry(self, entry: ReadyEntry) -> None:

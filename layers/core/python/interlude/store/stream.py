@@ -34,6 +34,11 @@ HELD_FOLLOWERS = "heldFollowers"
 # None where the head has none; absent when the head was not read (app/retention.py decides on them whether a run's end
 # leaves its retention turn anything to write).
 HELD_HEAD_EXPIRY = "heldHeadExpiry"
+# An outbox message's one optional field, and what `OutboxRecords.records_of` adds of it to its record: when a resume
+# handed the message back, epoch seconds (it was held while its tenant was suspended: adapters/tenant_outside.py). A
+# notice's decision link lives from then, not from its gate's raise (adapters/delivery/outbox.link_minter). 0.11.0
+# reads the message as before, this field unread.
+HANDED_BACK_AT = "handedBackAt"
 
 
 def matches(pattern: Any, value: Any) -> bool:
@@ -169,6 +174,10 @@ class OutboxRecords:
                 }
             )
         heads = {r: head_of(found[(run_pk(r), RUN_SK)]) for r in runs if (run_pk(r), RUN_SK) in found}
+        for message, record in zip(messages, records, strict=True):
+            handed_back = message.get(HANDED_BACK_AT)
+            if record is not None and isinstance(handed_back, int | float) and not isinstance(handed_back, bool):
+                record[HANDED_BACK_AT] = float(handed_back)
         for record in records:
             run_id = record_run_id(record) if record is not None else None
             if record is None or run_id is None:

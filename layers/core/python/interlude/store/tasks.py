@@ -4,8 +4,10 @@ Items:
   task    T#{tenant}#TK#{opaque}                 TASK     status ready|claimed|completed|failed|cancelled, attempt,
                                                           queue, runId, nodeId, visit, request (what the worker
                                                           gets), nonce + leaseUntil + deadline + checkAt of the
-                                                          standing claim (the nonce kept once it ended, until the
-                                                          task is ready again), outcome once settled, readySk (the
+                                                          standing claim (nonce: the digest of the claim's secret,
+                                                          or, claimed by 0.11.0, its nonce itself: ADR 0197; kept
+                                                          once the claim ended, until the task is ready again),
+                                                          outcome once settled, readySk (the
                                                           sort key of its ready entry while it is ready)
   ready   T#{tenant}#TASKQ#{queue}#{shard:02d}   {notBefore ms:015d}#{opaque}   taskId, attempt
 
@@ -104,7 +106,7 @@ class ReadyEntry:
 
 @dataclass(frozen=True)
 class Claim:
-    """The claim a worker's token stands for: the attempt, and the nonce only the claimant was told."""
+    """A claim as its task keeps it: the attempt, and what the task keeps of the claim's secret (interlude.app.tasks)."""
 
     attempt: int
     nonce: str

@@ -27,8 +27,9 @@ def link_minter(keys: KeyLookup, clock: Clock, state: RunState, since: float | N
     """Links minted for the key that created the run (issue 26, S3): they act for it, so a decision through one is
     that key's (`resolvedBy`), under its eligibility; and they inspect only when it may not decide through the API
     (it lacks approvals:respond, is revoked or expired) or is not known (a run created before keys were recorded).
-    `since` (epoch seconds): when their life starts, where that is after their gate was raised (a notice held while
-    its tenant was suspended, linked anew at the resume: interlude.adapters.tenant_outside)."""
+    `since` (epoch seconds): when their life starts, where that is after their gate was raised: the resume of a tenant
+    that was suspended when its notice was to go out (held by the callbacks worker and linked anew then, or its event
+    item held by the outbox and handed back then: interlude.adapters.tenant_outside). Never past the gate's deadline."""
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.config import settings
     from interlude.rules.tokens.issuer import interrupt_token
@@ -65,7 +66,9 @@ def callback_notices(
     if not cfg.queue_url:
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: callback notices cannot be queued")
     needs_token = any(e.get("type") == "interrupt.requested" and e.get("nodeId") in state.interrupts for e in events)
-    notices = build_notices(state, events, link_minter(keys, clock, state) if needs_token else None, cfg.public_base_url)
+    # An item held while its tenant was suspended goes out at the resume: its links live from then (ADR 0198).
+    mint = link_minter(keys, clock, state, since=records.handed_back_at(run_id)) if needs_token else None
+    notices = build_notices(state, events, mint, cfg.public_base_url)
     messages = queue_messages(state.tenant, state.callbackUrl, notices, created_expiry(records, run_id))
     send_messages(cfg.queue_url, messages, "delivery message", state.tenant)
 

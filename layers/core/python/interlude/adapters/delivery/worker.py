@@ -6,8 +6,9 @@ template's. One attempt checks the callback URL again with the egress guard (res
 with Standard Webhooks headers, POSTs it over a connection pinned to the checked addresses, and records the
 attempt. The dead letter (identity and delivery history, no body, token or secret) goes to the DLQ. A message may carry
 the notices of one transition (format 10, ADR 0155): one delivery whose attempt dials each notice not settled yet, in
-order (store/deliveries.py), each with its own `webhook-id`, attempts and dead letter. A message that fails on the
-last receive its queue allows is dead-lettered here too, without another attempt (`handle`).
+order (store/deliveries.py), each with its own `webhook-id`, attempts and dead letter; a notice whose round would begin
+too late in its message's life for the receives its queue allows begins it in a copy of the message (ADR 0198). A
+message that fails on the last receive its queue allows is dead-lettered here too, without another attempt (`handle`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from interlude.store.deliveries import (
     public_attempts,
 )
 from interlude.store.layout import message_created_expiry, message_table
-from interlude.store.leases import Claim
+from interlude.store.leases import PENDING, Claim
 from interlude.store.tenant_standing import TenantStanding
 from interlude.store.webhooks import WebhookStore
 
@@ -74,6 +75,8 @@ DIAL_MARGIN_S = 5.0
 # Receives SQS allows a message before it moves it, as queued, to the dead letters: notice, decision link and all.
 MAX_RECEIVES = wiring.queue("callbacks").max_receive_count
 HELD = "held"
+# A bundle whose next notice's round would outlast its message's receives goes on in a copy of its message (ADR 0198).
+PASSED_ON = "passed-on"
 
 
 class Unprojectable(Exception):
@@ -95,6 +98,8 @@ class Outgoing(Work[Notice]):
     final_statuses: frozenset[int] = frozenset()
     # A bundle's notices (format 10), each an Outgoing of its own, dialled in order; () for one notice alone.
     parts: tuple[Outgoing, ...] = ()
+    # How many times SQS has handed out its message, this time included.
+    receives: int = 1
 
 
 @dataclass
@@ -140,11 +145,12 @@ class Worker(LeasedWorker[Outgoing]):
         cannot be written), is dead-lettered here and taken off the queue, rather than left for SQS to move it to the
         dead letters as queued, decision links and all: as its attempts running out would have it
         (`_dead_unattempted`, ADR 0190), or, when its record cannot be read or written, as queued without its links,
-        to be sent back once the cause is fixed (ADR 0185)."""
+        to be sent back once the cause is fixed (ADR 0185). A bundle whose next notice's round would outlast its message
+        goes on in a copy of it (`_attempt_bundle`), sent here once the attempt is recorded: `PASSED_ON`."""
         try:
             if not self.tenant_acts(record["body"]):
                 return HELD
-            return super().handle(record)
+            outcome = super().handle(record)
         except Exception:
             if receives(record) < MAX_RECEIVES:
                 raise
@@ -157,6 +163,14 @@ class Worker(LeasedWorker[Outgoing]):
                 raise
             self._to_dlq(kept)
             return DEAD
+        if outcome != PENDING:
+            return outcome
+        # A bundle's attempt recorded, its next notice's round left to a copy of its message (`_attempt_bundle`): sent
+        # after the record, so the copy dials only what the record leaves pending. A copy that cannot be sent fails the
+        # message, which comes back and passes it on again.
+        tenant = str(message_body(record["body"])["tenant"])
+        self.sqs.send_message(QueueUrl=self.settings.queue_url, MessageBody=record["body"], MessageGroupId=tenant)
+        return PASSED_ON
 
     def tenant_acts(self, body: str) -> bool:
         """Whether the message's tenant may act now; if not, the message was held for its resume (or dropped: the
@@ -199,6 +213,10 @@ class Worker(LeasedWorker[Outgoing]):
         except Exception:
             caught(logger, "callback-last-receive-record", "a delivery could not be recorded dead; kept as queued")
             return None
+
+    def received(self, record: dict[str, Any]) -> Outgoing | str:
+        work = super().received(record)
+        return work if isinstance(work, str) else replace(work, receives=receives(record))
 
     def receive(self, message: dict[str, Any]) -> Outgoing | str:
         if message.get("kind") == MESSAGE_KIND:
@@ -323,6 +341,11 @@ class Worker(LeasedWorker[Outgoing]):
         for part, outgoing in zip(notices, work.parts, strict=True):
             if part.get("status"):
                 continue
+            if records and int(part["tries"]) == int(part.get("since", 0)) and not self._round_fits(work):
+                # The notice before it settled on this receive, late in its message's life: SQS would take the message
+                # to its dead letters before this notice's round ran out. Its round begins in a copy of the message, with
+                # every receive a notice alone has (`handle` sends it once this attempt is recorded).
+                return Attempted(PENDING, {"records": records})
             if not self._time_for_a_dial():
                 if not records:
                     raise OutOfTime
@@ -342,6 +365,11 @@ class Worker(LeasedWorker[Outgoing]):
             outgoing.dead([*earlier, record], False)
         status = bundle_status(applied(notices, records)[0])
         return Attempted(status, {"records": records})
+
+    @staticmethod
+    def _round_fits(work: Outgoing) -> bool:
+        """Whether a notice's whole round, from this receive on, fits in the receives its message has left."""
+        return MAX_RECEIVES - work.receives + 1 >= work.max_attempts
 
     def _time_for_a_dial(self) -> bool:
         return self.time_left_s() >= self.settings.total_timeout_s + DIAL_MARGIN_S
