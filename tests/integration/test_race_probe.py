@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import itertools
 import json
 import re
 import sys
@@ -49,6 +50,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
+from interlude.store.layout import run_pk
 from interlude.store.tenants import TenantRecords
 from tests.integration import test_slack_interactivity as slack_tests
 from tests.integration.conftest import clear_of_a_month_end, new_api_key, signed_in
@@ -104,17 +106,26 @@ WRITES = ("TransactWriteItems", "PutItem", "UpdateItem", "DeleteItem", "BatchWri
 
 
 @contextmanager
-def before_first(operation: str | tuple[str, ...], competitor: Callable[[], Any]) -> Iterator[list[Any]]:
+def before_first(
+    operation: str | tuple[str, ...], competitor: Callable[[], Any], touching: str | None = None
+) -> Iterator[list[Any]]:
     """While the block runs, the first DynamoDB `operation` (or any of them) this thread makes runs `competitor()` whole
     just before it reaches moto: the caller read what it read, the competitor commits, then the caller writes. Yields
-    what the competitor returned (empty until it ran)."""
+    what the competitor returned (empty until it ran). With `touching` (a run id), only a request writing that run's
+    partition counts: the schedule pump fires whatever else is due first (another test's deadline: no interleaving)."""
     ran: list[Any] = []
     thread = threading.get_ident()
     original = BotocoreStubber.__call__
     names = {f"before-send.dynamodb.{name}" for name in ((operation,) if isinstance(operation, str) else operation)}
 
+    partition = None if touching is None else json.dumps(run_pk(touching))[1:-1].encode()
+
+    def names_the_run(request: Any) -> bool:
+        body = request.body or b""
+        return partition is None or partition in (body.encode() if isinstance(body, str) else body)
+
     def interleaved(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
-        if not ran and threading.get_ident() == thread and event_name in names:
+        if not ran and threading.get_ident() == thread and event_name in names and names_the_run(request):
             ran.append(None)
             # In a context of its own, as another instance's: what the caller's invocation set (the function running,
             # the request's Idempotency-Key) is not the competitor's.
@@ -452,11 +463,20 @@ def test_a_delegation_and_the_delegators_own_vote_between_read_and_write_count_o
     assert (types.count("approval.received"), types.count("interrupt.resolved")) == (1, 1), types
 
 
-def timing_out(services: Services, admin) -> str:
-    """A run at a gate with a deadline that no time the test itself takes reaches, however loaded the machine (at
-    1.5 s, a slow settle let it pass before the race was set up): each test moves the clock past it (PAST_LONG_S)
-    where the deadline is to pass."""
-    return start(services, admin, register(services, admin, "conformance-approval-timeout", timeoutMs=LONG_MS))
+_timing_out_runs = itertools.count()
+
+
+def timing_out(services: Services, admin) -> tuple[str, int]:
+    """(a run at a gate with a deadline that no time the test itself takes reaches, however loaded the machine, the
+    seconds the test moves the clock by where that deadline is to pass). At 1.5 s, a slow settle let it pass before
+    the race was set up. Each run's deadline is a second later than the one before's: every test starts at the real
+    time, so two runs made in one second would be listed in one bucket of the due index (its items are never
+    deleted), and a bucket of several deadlines fires them on the pool's threads, not the thread whose write the
+    test interleaves with."""
+    later = next(_timing_out_runs)
+    timeout_ms = LONG_MS + 1000 * later
+    run_id = start(services, admin, register(services, admin, "conformance-approval-timeout", timeoutMs=timeout_ms))
+    return run_id, PAST_LONG_S + later
 
 
 def test_a_resolve_whose_write_comes_after_the_deadline_fired_loses_to_the_timeout(services, admin, clock_file):
@@ -464,11 +484,11 @@ def test_a_resolve_whose_write_comes_after_the_deadline_fired_loses_to_the_timeo
     from interlude.local.schedules import SchedulePump
 
     key = new_api_key(services)
-    run_id = timing_out(services, admin)
+    run_id, past_deadline_s = timing_out(services, admin)
     Stream(TABLE).settle()  # the deadline's schedule is made
 
     def deadline_fires() -> int:
-        clock.advance(clock_file, PAST_LONG_S)
+        clock.advance(clock_file, past_deadline_s)
         return SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
 
     with before_first("TransactWriteItems", deadline_fires) as fired:
@@ -488,25 +508,28 @@ def test_a_modulex_resume_that_loses_to_the_deadline_is_told_what_a_late_one_is(
     from interlude.local.schedules import SchedulePump
 
     key = new_api_key(services)
-    run_id = timing_out(services, admin)
+    run_id, past_deadline_s = timing_out(services, admin)
     Stream(TABLE).settle()
     body = {"run_id": wire(run_id), "resume_value": {"action": "accept"}}
     resume = partial(call, "POST", f"/workflows/resume/{wire(run_id)}", key, body)
     if fired == "meanwhile":
 
         def deadline_fires() -> int:
-            clock.advance(clock_file, PAST_LONG_S)
+            clock.advance(clock_file, past_deadline_s)
             return SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
 
         with before_first("TransactWriteItems", deadline_fires):
             lost = resume()
     else:
-        clock.advance(clock_file, PAST_LONG_S)
+        clock.advance(clock_file, past_deadline_s)
         lost = resume()
     assert documented("modulexResume", lost) in ("interrupt_already_resolved", "interlude.run_state_invalid")
     late = resume()
     assert documented("modulexResume", late) == "interlude.run_state_invalid"
     assert (lost.status, late.status) == (400, 400), (lost.text, late.text)
+    # The deadline's own firing, after the resume recorded the timeout, adds nothing; and the run leaves nothing due
+    # for a later test's pump (its bucket would share a second with that test's deadline, fired on pool threads).
+    SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once()
     resolved = [e["payload"] for e in services.store.read_events(run_id, consistent=True) if e["type"] == "interrupt.resolved"]
     assert [r["action"] for r in resolved] == ["timeout"]
 
@@ -516,11 +539,11 @@ def test_a_late_answer_arriving_while_the_timeouts_worker_writes_the_deadline_lo
     from interlude.local.schedules import SchedulePump
 
     key = new_api_key(services)
-    run_id = timing_out(services, admin)
+    run_id, past_deadline_s = timing_out(services, admin)
     Stream(TABLE).settle()
-    clock.advance(clock_file, PAST_LONG_S)  # past the deadline: nobody answered in time
+    clock.advance(clock_file, past_deadline_s)  # past the deadline: nobody answered in time
     resolve = partial(call, "POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})
-    with before_first("TransactWriteItems", nested_request(resolve)) as answered:
+    with before_first("TransactWriteItems", nested_request(resolve), touching=run_id) as answered:
         assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
     late = answered[0]
     assert documented("resolveInterruptByRun", late) == "interrupt_already_resolved", late.text
