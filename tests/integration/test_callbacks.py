@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from urllib.parse import urlsplit
 
 import boto3
@@ -16,7 +17,7 @@ from interlude.adapters.delivery.notices import notice_id
 from interlude.adapters.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
 from interlude.adapters.delivery.worker import Worker
 from interlude.composition import Services
-from interlude.config.delivery import DeliverySettings
+from interlude.config.delivery import WAITS_WITHIN_S, DeliverySettings, worst_case_wait_s
 from interlude.domain.errors import Invalid
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -553,3 +554,33 @@ def test_each_of_a_transitions_notices_has_the_attempts_a_notice_alone_has(servi
     assert sorted((d.get("noticeId"), d.get("attempts")) for d in dead) == sorted((i, wiring.CALLBACK_MAX_ATTEMPTS) for i in set(ids))
     # (the first two notices' rounds in the message's 20 receives, the third's in a copy of it)
     assert len(handed) == 2 * wiring.CALLBACK_MAX_ATTEMPTS - 1 + wiring.CALLBACK_MAX_ATTEMPTS
+
+
+def test_a_transitions_next_notice_whose_round_would_outlast_its_messages_retention_goes_on_in_a_copy(
+    services, admin, aws, receiver
+):
+    # Given a run that raises three gates in one transition (one message), a receiver that takes every POST, and
+    # that message handed out late in its life: the next notice's round, each wait at the backoff's cap, would end
+    # after SQS drops the message (its retention, less a visibility timeout)
+    services.workflows.put_workflow(admin, THREE_GATES["id"], WorkflowDefinition.model_validate(THREE_GATES))
+    request = CreateRunRequest.model_validate({"workflowId": THREE_GATES["id"], "callbackUrl": receiver.url()})
+    services.lifecycle.create_run(admin, request)
+    Stream(TABLE).pump()
+    read = DeliverySettings.from_env()
+    waits = worst_case_wait_s(read.max_attempts, read.backoff_cap_s)
+    sqs = boto3.client("sqs")
+    (message,) = sqs.receive_message(QueueUrl=aws["callbacks"], MessageSystemAttributeNames=["All"])["Messages"]
+    late = time.time() - (WAITS_WITHIN_S - waits) - 600
+    message["Attributes"]["SentTimestamp"] = str(int(late * 1000))
+    arn = sqs.get_queue_attributes(QueueUrl=aws["callbacks"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    # When the worker takes it
+    answer = lambda_runtime.invoke("callbacks", {"Records": [to_event_record(message, arn)]})
+
+    # Then it posts the first notice alone and hands the others to a copy of the message, which posts them
+    assert answer["batchItemFailures"] == []
+    assert len(receiver.hits) == 1
+    sqs.delete_message(QueueUrl=aws["callbacks"], ReceiptHandle=message["ReceiptHandle"])
+    drain(aws)
+    ids = [h.headers["webhook-id"] for h in receiver.hits]
+    assert len(ids) == len(set(ids)) == 3

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from interlude import config
+from interlude import config, wiring
 from interlude.config import ConfigError, Settings
 from interlude.config.actions import ActionSettings
 from interlude.config.delivery import DeliverySettings
@@ -140,6 +140,48 @@ def test_the_key_cache_bound_is_a_number_of_seconds_within_its_range_or_the_cold
         with pytest.raises(ConfigError) as refused:
             Settings.from_env({**TABLES, "INTERLUDE_KEY_CACHE_SECONDS": raw})
         assert str(refused.value) == f"INTERLUDE_KEY_CACHE_SECONDS={raw!r}: {says}"
+
+
+def test_callback_attempts_beyond_the_callbacks_queues_receives_stop_the_cold_start():
+    """A round of more attempts than the queue's redrive allows its message would be given up before its last ones."""
+    bound = wiring.queue("callbacks").max_receive_count
+    assert DeliverySettings.from_env({"INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(bound)}).max_attempts == bound
+    with pytest.raises(ConfigError) as refused:
+        DeliverySettings.from_env({"INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(bound + 1)})
+    assert str(refused.value) == (
+        f"INTERLUDE_CALLBACK_MAX_ATTEMPTS='{bound + 1}': at most {bound} (the callbacks queue's receives before its "
+        f"dead letters), not {bound + 1}"
+    )
+    started = cold_start("callbacks", **TABLES, INTERLUDE_CALLBACK_MAX_ATTEMPTS=str(bound + 1))
+    assert started.returncode != 0
+    assert f"INTERLUDE_CALLBACK_MAX_ATTEMPTS='{bound + 1}': at most {bound}" in started.stderr
+
+
+def test_callback_attempts_and_backoff_cap_whose_waits_outlast_the_queues_retention_stop_the_cold_start():
+    """Every wait of a round may be the cap (a receiver's Retry-After): the round's waits must end while its message
+    is kept, with a visibility timeout to spare, or its last attempts are lost with the message."""
+    queue = wiring.queue("callbacks")
+    within = queue.retention_s - queue.visibility_timeout_s
+    # The longest cap a round of the default attempts can wait at each time.
+    cap = within // (wiring.CALLBACK_MAX_ATTEMPTS - 1)
+    kept = DeliverySettings.from_env({"INTERLUDE_CALLBACK_BACKOFF_CAP_S": str(cap)})
+    assert (kept.max_attempts, kept.backoff_cap_s) == (wiring.CALLBACK_MAX_ATTEMPTS, cap)
+    with pytest.raises(ConfigError) as refused:
+        DeliverySettings.from_env({"INTERLUDE_CALLBACK_BACKOFF_CAP_S": str(cap + 1)})
+    assert str(refused.value).startswith(
+        f"INTERLUDE_CALLBACK_MAX_ATTEMPTS={wiring.CALLBACK_MAX_ATTEMPTS} with INTERLUDE_CALLBACK_BACKOFF_CAP_S={cap + 1}"
+    )
+    assert f"must be at most {within} s, the callbacks queue's message retention" in str(refused.value)
+    # Fewer attempts leave room for the longest cap SQS allows.
+    few = {"INTERLUDE_CALLBACK_MAX_ATTEMPTS": "3", "INTERLUDE_CALLBACK_BACKOFF_CAP_S": str(12 * 3600)}
+    assert DeliverySettings.from_env(few).backoff_cap_s == 12 * 3600
+    # The shipped defaults, and the most attempts the queue allows under the default cap, fit.
+    assert DeliverySettings.from_env({}).max_attempts == wiring.CALLBACK_MAX_ATTEMPTS
+    most = {"INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(queue.max_receive_count)}
+    assert DeliverySettings.from_env(most).max_attempts == queue.max_receive_count
+    started = cold_start("callbacks", **TABLES, INTERLUDE_CALLBACK_BACKOFF_CAP_S=str(12 * 3600))
+    assert started.returncode != 0
+    assert "INTERLUDE_CALLBACK_BACKOFF_CAP_S=43200: their worst-case wait" in started.stderr
 
 
 def test_the_cli_and_the_local_stack_read_their_variables_as_every_group_does():

@@ -3,7 +3,7 @@ operator's shell and write the functions' environment).
 
 A settings group is a class of `setting` fields, each naming the variables that set it; `from_env` reads them all
 at once, parses each by its default's type and raises one ConfigError naming every variable it could not use (an
-empty variable counts as unset). Each group is read once per process through its cached accessor (`cached`): a
+empty variable counts as unset), or else every conflict between values it read (the group's `conflicts`). Each group is read once per process through its cached accessor (`cached`): a
 Lambda instance's environment never changes, so the entry points read every group at cold start
 (interlude.config.check) and a bad value stops the instance there, not a request later. `forget` drops what was
 read, as a new instance would start (the local stack once its environment is complete; the tests between tests).
@@ -149,7 +149,15 @@ class EnvironmentSettings:
                 problems.append(f"{name}={raw!r}: {_NOT.get(spec.parse) or exc}")
         if problems:
             raise ConfigError("; ".join(problems))
-        return cls(**values)
+        read = cls(**values)
+        conflicts = read.conflicts()
+        if conflicts:
+            raise ConfigError("; ".join(conflicts))
+        return read
+
+    def conflicts(self) -> list[str]:
+        """What is wrong with the group's values taken together, each naming its variables (none by default)."""
+        return []
 
 
 def variables(group: type[EnvironmentSettings]) -> dict[str, tuple[str, ...]]:

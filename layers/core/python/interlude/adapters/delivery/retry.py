@@ -68,6 +68,12 @@ def receives(record: dict[str, Any]) -> int:
     return int((record.get("attributes") or {}).get("ApproximateReceiveCount", 1))
 
 
+def sent_at(record: dict[str, Any]) -> float | None:
+    """When the record's message was sent, epoch seconds (None: the record does not say)."""
+    sent = (record.get("attributes") or {}).get("SentTimestamp")
+    return int(sent) / 1000 if sent else None
+
+
 def without_links(body: str) -> dict[str, Any] | None:
     """A queued message as the dead letters keep it when it fails on its last receive and its record cannot be written:
     whole, so an operator can send it back once the cause is fixed, but without its notices' decision links; None when

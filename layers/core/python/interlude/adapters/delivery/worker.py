@@ -25,7 +25,14 @@ from aws_lambda_powertools import Logger
 
 from interlude import wiring
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import attempts_made, dead_letter, dropped_links, receives, without_links
+from interlude.adapters.delivery.retry import (
+    attempts_made,
+    dead_letter,
+    dropped_links,
+    receives,
+    sent_at,
+    without_links,
+)
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.adapters.delivery.subscriptions import (
     MESSAGE_KIND,
@@ -38,7 +45,7 @@ from interlude.adapters.held_work import admitted, message_body, queue_destinati
 from interlude.adapters.leased_work import DEAD, Attempted, LeasedWorker, OutOfTime, Work, retry_after_s
 from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.caught import caught
-from interlude.config.delivery import DeliverySettings
+from interlude.config.delivery import WAITS_WITHIN_S, DeliverySettings, worst_case_wait_s
 from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.notice_bundles import applied, bundle_status
@@ -98,8 +105,9 @@ class Outgoing(Work[Notice]):
     final_statuses: frozenset[int] = frozenset()
     # A bundle's notices (format 10), each an Outgoing of its own, dialled in order; () for one notice alone.
     parts: tuple[Outgoing, ...] = ()
-    # How many times SQS has handed out its message, this time included.
+    # How many times SQS has handed out its message, this time included; when it was sent (None: not said).
     receives: int = 1
+    sent_at: float | None = None
 
 
 @dataclass
@@ -216,7 +224,7 @@ class Worker(LeasedWorker[Outgoing]):
 
     def received(self, record: dict[str, Any]) -> Outgoing | str:
         work = super().received(record)
-        return work if isinstance(work, str) else replace(work, receives=receives(record))
+        return work if isinstance(work, str) else replace(work, receives=receives(record), sent_at=sent_at(record))
 
     def receive(self, message: dict[str, Any]) -> Outgoing | str:
         if message.get("kind") == MESSAGE_KIND:
@@ -343,7 +351,7 @@ class Worker(LeasedWorker[Outgoing]):
                 continue
             if records and int(part["tries"]) == int(part.get("since", 0)) and not self._round_fits(work):
                 # The notice before it settled on this receive, late in its message's life: SQS would take the message
-                # to its dead letters before this notice's round ran out. Its round begins in a copy of the message, with
+                # to its dead letters, or drop it at its retention, before this notice's round ran out. Its round begins in a copy of the message, with
                 # every receive a notice alone has (`handle` sends it once this attempt is recorded).
                 return Attempted(PENDING, {"records": records})
             if not self._time_for_a_dial():
@@ -366,10 +374,15 @@ class Worker(LeasedWorker[Outgoing]):
         status = bundle_status(applied(notices, records)[0])
         return Attempted(status, {"records": records})
 
-    @staticmethod
-    def _round_fits(work: Outgoing) -> bool:
-        """Whether a notice's whole round, from this receive on, fits in the receives its message has left."""
-        return MAX_RECEIVES - work.receives + 1 >= work.max_attempts
+    def _round_fits(self, work: Outgoing) -> bool:
+        """Whether a notice's whole round, from this receive on, fits in the receives its message has left, and, each
+        of its waits at the backoff's cap, ends while SQS keeps the message (config.delivery.WAITS_WITHIN_S)."""
+        if MAX_RECEIVES - work.receives + 1 < work.max_attempts:
+            return False
+        if work.sent_at is None:
+            return True
+        waits = worst_case_wait_s(work.max_attempts, self.settings.backoff_cap_s)
+        return self.clock() - work.sent_at + waits <= WAITS_WITHIN_S
 
     def _time_for_a_dial(self) -> bool:
         return self.time_left_s() >= self.settings.total_timeout_s + DIAL_MARGIN_S
