@@ -25,12 +25,13 @@ from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app import limits as app_limits
 from interlude.composition import Services
 from interlude.config.notify import NotifySettings
+from interlude.domain import clock
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.rules.auth import run_resolver
-from interlude.rules.tokens.scheme import KeyRing
+from interlude.rules.tokens.scheme import KeyRing, verify
 from interlude.store.directory import DirectoryStore
 from interlude.store.facade import Store
 from interlude.store.interactions import settings_key
@@ -154,6 +155,43 @@ def test_the_mail_names_the_workflow_as_the_approval_page_does(aws, tenant):
     assert "(workflow ship)" in unnamed
     assert "(workflow Release train)" in with_name
     assert "(workflow train)" not in with_name
+
+
+def mailed_link_expiry(mail, ring: KeyRing) -> int:
+    """When the personal decision link a mail carries stops working (its token's expiry, as the ring verifies it)."""
+    text = message_from_string(mail.raw_data, policy=default).get_body(("plain",)).get_content()
+    (token,) = set(re.findall(r"/interrupts/([A-Za-z0-9._~-]+)", text))
+    return verify(token, ring, now=time.time()).expires_at
+
+
+def test_a_notification_handed_back_after_a_suspension_carries_a_link_living_from_the_hand_back(aws, tenant):
+    """A raised gate's notification held while its tenant was suspended (interlude.adapters.tenant_outside stamps its
+    hand-back): its link lives from then, not from the gate's raise, which may be longer ago than a link's life, and
+    never past the gate's deadline."""
+    services = Services(Store(TABLE, ENTRIES_TABLE))
+    admin = signed_in(services, "admin")
+    config = {"title": "Ship?", "approversList": ["ann"], "timeoutMs": 5 * 3600_000}
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": config}]
+    services.workflows.put_workflow(admin, "timed", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    timed = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "timed"}))
+    run_id, node, interrupt = open_gate(services)
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    ring = KeyRing.generate()
+    worker = worker_for(services, aws, ring)
+    raised = services.store.get_run(run_id)[0].interrupts[node]
+    deadline = timed.interrupts["review"].deadline
+    assert deadline is not None
+    # Handed back two hours after the raise, where a link lives one hour (the settings' link_lifetime_s).
+    handed_back = clock.epoch_of(raised.raisedAt) + 2 * 3600
+    message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED, handedBackAt=handed_back)
+    assert worker.handle(delivered(aws, message)) == "sent"
+    # The timed gate's, handed back an hour before its deadline.
+    timed_gate = timed.interrupts["review"].interruptId
+    late = queue_message(tenant, timed.runId, "review", timed_gate, "ann", RAISED, handedBackAt=deadline - 3000)
+    assert worker.handle(delivered(aws, late)) == "sent"
+    untimed_mail, timed_mail = sent_mail()
+    assert mailed_link_expiry(untimed_mail, ring) == int(handed_back + 3600)
+    assert mailed_link_expiry(timed_mail, ring) == int(deadline)
 
 
 def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws, slack, tenant):

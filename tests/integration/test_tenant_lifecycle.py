@@ -428,10 +428,14 @@ def test_a_suspended_tenants_notification_is_held_and_goes_back_to_its_queue_at_
     # When the tenant is suspended before the notify worker takes it
     operator("suspend", tenant=tenant.name)
     QueuePump("notify", env.queues["notifications"]).pump_once()
-    # Then it is held, not lost, and goes back to its queue at the resume
+    # Then it is held, not lost, and goes back to its queue at the resume, stamped with its hand-back: its personal
+    # link lives from then (adapters/notify/worker), however long the suspension
     assert [h.destination for h in held_work(tenant.name)] == ["queue:notifications"]
+    resumed_at = clock.now().timestamp()
     assert operator("resume", tenant=tenant.name)["handedBack"] == 1
-    assert [json.loads(m["Body"])["interruptId"] for m in queued(env.queues["notifications"])] == [interrupt_id]
+    (back,) = [json.loads(m["Body"]) for m in queued(env.queues["notifications"])]
+    assert back["interruptId"] == interrupt_id
+    assert resumed_at <= back["handedBackAt"] <= clock.now().timestamp()
 
 
 def test_a_notice_its_suspended_tenant_cannot_hold_leaves_no_decision_link_in_the_dead_letters(

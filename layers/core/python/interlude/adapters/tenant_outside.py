@@ -104,8 +104,10 @@ class TenantOutside:
         body = held.body
         if queue == "callbacks":
             body = self.linked(body)
-        elif queue == wiring.OUTBOX_QUEUE:
-            # Its notices' links live from now, as the held callbacks' do (adapters/delivery/outbox.link_minter).
+        elif queue in (wiring.OUTBOX_QUEUE, "notifications"):
+            # Its notices' links, or its notification's personal link, live from now, as the held callbacks' do
+            # (adapters/delivery/outbox.link_minter, adapters/notify/worker): minted from the gate's raise, they could
+            # have expired during the suspension.
             body = {**body, HANDED_BACK_AT: self.clock().timestamp()}
         send_grouped(queue_url(queue), [(tenant, body)], "held message")
 

@@ -52,6 +52,7 @@ from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
 from interlude.store.runs import RunStore
+from interlude.store.stream import HANDED_BACK_AT
 from interlude.store.workflow_reads import read_workflow
 
 if TYPE_CHECKING:
@@ -287,11 +288,16 @@ class Worker(LeasedWorker[Recipient]):
         return self._display_name(state.tenant, ((state.owner or {}).get("subject") or {}).get("subjectId"))
 
     def _link(self, state: RunState, interrupt: OpenInterrupt, message: dict[str, Any]) -> str:
-        """The recipient's personal decision link: a token naming them, so their vote is theirs."""
+        """The recipient's personal decision link: a token naming them, so their vote is theirs. It lives from the
+        gate's raise (a reminder: from its due time), or from the hand-back of a notification held while its tenant was
+        suspended, whichever is later (interlude.adapters.tenant_outside); never past the gate's deadline."""
         if message["purpose"] == RAISED:
             issued = epoch_of(interrupt.raisedAt)
         else:
             issued = float(message.get("due") or self.clock())
+        handed_back = message.get(HANDED_BACK_AT)
+        if isinstance(handed_back, int | float) and not isinstance(handed_back, bool):
+            issued = max(issued, float(handed_back))
         token, _ = interrupt_token(
             self.ring(),
             state.runId,
