@@ -3,10 +3,11 @@ operator's shell and write the functions' environment).
 
 A settings group is a class of `setting` fields, each naming the variables that set it; `from_env` reads them all
 at once, parses each by its default's type and raises one ConfigError naming every variable it could not use (an
-empty variable counts as unset), or else every conflict between values it read (the group's `conflicts`). Each group is read once per process through its cached accessor (`cached`): a
-Lambda instance's environment never changes, so the entry points read every group at cold start
-(interlude.config.check) and a bad value stops the instance there, not a request later. `forget` drops what was
-read, as a new instance would start (the local stack once its environment is complete; the tests between tests).
+empty variable counts as unset), or else every conflict between the values it read (the group's `conflicts`). Each
+group is read once per process through its cached accessor (`cached`): a Lambda instance's environment never
+changes, so the entry points read every group at cold start (interlude.config.check) and a bad value stops the
+instance there, not a request later. `forget` drops what was read, as a new instance would start (the local stack
+once its environment is complete; the tests between tests).
 
 A group is a frozen, keyword-only record like a dataclass, built without one: `@dataclass` generates each class's
 methods with exec (about 0.8 ms a group), and every function reads every group at cold start.

@@ -351,8 +351,9 @@ class Worker(LeasedWorker[Outgoing]):
                 continue
             if records and int(part["tries"]) == int(part.get("since", 0)) and not self._round_fits(work):
                 # The notice before it settled on this receive, late in its message's life: SQS would take the message
-                # to its dead letters, or drop it at its retention, before this notice's round ran out. Its round begins in a copy of the message, with
-                # every receive a notice alone has (`handle` sends it once this attempt is recorded).
+                # to its dead letters, or drop it at its retention, before this notice's round ran out. Its round
+                # begins in a copy of the message, with every receive a notice alone has and a retention of its own
+                # (`handle` sends it once this attempt is recorded).
                 return Attempted(PENDING, {"records": records})
             if not self._time_for_a_dial():
                 if not records:
