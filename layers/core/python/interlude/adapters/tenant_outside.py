@@ -34,8 +34,7 @@ from interlude.config.queues import queue_settings
 from interlude.domain.clock import Clock
 from interlude.domain.ids import secret_name
 from interlude.store.facade import Store
-from interlude.store.stream import HANDED_BACK_AT
-from interlude.store.tenants import Held
+from interlude.store.tenants import HANDED_BACK_AT, Held
 from interlude.store.webhooks import WebhookStore
 
 # A deferred deadline handed back is due this long after the resume (a schedule due in the past is not one a

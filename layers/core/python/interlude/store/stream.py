@@ -20,6 +20,7 @@ from interlude.store.item_formats import check_item
 from interlude.store.layout import RETAINED, RUN_SK, run_id_of, run_pk
 from interlude.store.live import followers_key, followers_of
 from interlude.store.table import batch_get
+from interlude.store.tenants import HANDED_BACK_AT
 
 if TYPE_CHECKING:
     from interlude.domain.audit import AuditDraft
@@ -34,11 +35,6 @@ HELD_FOLLOWERS = "heldFollowers"
 # None where the head has none; absent when the head was not read (app/retention.py decides on them whether a run's end
 # leaves its retention turn anything to write).
 HELD_HEAD_EXPIRY = "heldHeadExpiry"
-# An outbox message's one optional field, and what `OutboxRecords.records_of` adds of it to its record: when a resume
-# handed the message back, epoch seconds (it was held while its tenant was suspended: adapters/tenant_outside.py). A
-# notice's decision link lives from then, not from its gate's raise (adapters/delivery/outbox.link_minter). 0.11.0
-# reads the message as before, this field unread.
-HANDED_BACK_AT = "handedBackAt"
 
 
 def matches(pattern: Any, value: Any) -> bool:

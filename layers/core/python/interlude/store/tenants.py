@@ -109,6 +109,13 @@ class Usage(NamedTuple):
     closed_at: str | None
 
 
+# The field a held queue message gains as a resume hands it back (adapters/tenant_outside.py): when, epoch seconds. An
+# outbox message's notices' decision links and a notification's personal link live from then, not from their gate's
+# raise (adapters/delivery/outbox.link_minter, adapters/notify/worker). 0.11.0 reads the message as before, this field
+# unread. The held item itself never holds it.
+HANDED_BACK_AT = "handedBackAt"
+
+
 class Held(NamedTuple):
     sk: str
     destination: str

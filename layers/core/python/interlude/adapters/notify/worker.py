@@ -52,7 +52,7 @@ from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
 from interlude.store.runs import RunStore
-from interlude.store.stream import HANDED_BACK_AT
+from interlude.store.tenants import HANDED_BACK_AT
 from interlude.store.workflow_reads import read_workflow
 
 if TYPE_CHECKING:
