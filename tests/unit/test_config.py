@@ -16,6 +16,7 @@ from interlude.config import ConfigError, Settings
 from interlude.config.actions import ActionSettings
 from interlude.config.delivery import DeliverySettings
 from interlude.config.local import CliSettings, LocalStackSettings
+from interlude.config.notify import NotifySettings
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "layers" / "core" / "python" / "interlude"
@@ -182,6 +183,35 @@ def test_callback_attempts_and_backoff_cap_whose_waits_outlast_the_queues_retent
     started = cold_start("callbacks", **TABLES, INTERLUDE_CALLBACK_BACKOFF_CAP_S=str(12 * 3600))
     assert started.returncode != 0
     assert "INTERLUDE_CALLBACK_BACKOFF_CAP_S=43200: their worst-case wait" in started.stderr
+
+
+def test_notification_attempts_beyond_their_queues_receives_or_retention_stop_the_cold_start():
+    """A notification's round runs within its message's receives and retention, as a callback notice's does."""
+    queue = wiring.queue("notifications")
+    bound = queue.max_receive_count
+    assert NotifySettings.from_env({"INTERLUDE_NOTIFY_MAX_ATTEMPTS": str(bound)}).max_attempts == bound
+    with pytest.raises(ConfigError) as refused:
+        NotifySettings.from_env({"INTERLUDE_NOTIFY_MAX_ATTEMPTS": str(bound + 1)})
+    assert str(refused.value) == (
+        f"INTERLUDE_NOTIFY_MAX_ATTEMPTS='{bound + 1}': at most {bound} (the notifications queue's receives before its "
+        f"dead letters), not {bound + 1}"
+    )
+    within = queue.retention_s - queue.visibility_timeout_s
+    cap = within // (bound - 1)
+    most = {"INTERLUDE_NOTIFY_MAX_ATTEMPTS": str(bound), "INTERLUDE_NOTIFY_BACKOFF_CAP_S": str(cap)}
+    assert NotifySettings.from_env(most).backoff_cap_s == cap
+    with pytest.raises(ConfigError) as refused:
+        NotifySettings.from_env({**most, "INTERLUDE_NOTIFY_BACKOFF_CAP_S": str(cap + 1)})
+    assert str(refused.value).startswith(
+        f"INTERLUDE_NOTIFY_MAX_ATTEMPTS={bound} with INTERLUDE_NOTIFY_BACKOFF_CAP_S={cap + 1}"
+    )
+    assert f"must be at most {within} s, the notifications queue's message retention" in str(refused.value)
+    # The shipped attempts fit under the longest cap SQS allows.
+    longest_cap = {"INTERLUDE_NOTIFY_BACKOFF_CAP_S": str(12 * 3600)}
+    assert NotifySettings.from_env(longest_cap).max_attempts == wiring.NOTIFY_MAX_ATTEMPTS
+    started = cold_start("notify", **TABLES, INTERLUDE_NOTIFY_MAX_ATTEMPTS=str(bound + 1))
+    assert started.returncode != 0
+    assert f"INTERLUDE_NOTIFY_MAX_ATTEMPTS='{bound + 1}': at most {bound}" in started.stderr
 
 
 def test_the_cli_and_the_local_stack_read_their_variables_as_every_group_does():

@@ -6,6 +6,8 @@ loopback receivers (demos and tests on one machine). It is off by default and th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from interlude import wiring
 from interlude.config.reading import EnvironmentSettings, base_url, cached, setting
 
@@ -20,33 +22,57 @@ MAX_VISIBILITY_S = 12 * 3600.0
 MAX_ATTEMPTS_ENV = "INTERLUDE_CALLBACK_MAX_ATTEMPTS"
 BACKOFF_CAP_ENV = "INTERLUDE_CALLBACK_BACKOFF_CAP_S"
 CALLBACKS_QUEUE = wiring.queue("callbacks")
-# A notice's round of attempts runs within the receives SQS allows its message before redriving it (the worker's
-# receive budget, adapters/delivery/worker.MAX_RECEIVES): a round that cannot fit in a fresh message's receives would
-# be given up before its last attempts, so more attempts than that stop the cold start.
-MAX_ATTEMPTS_BOUND = CALLBACKS_QUEUE.max_receive_count
 
 
-def callback_max_attempts(raw: str) -> int:
-    try:
-        attempts = int(raw)
-    except ValueError:
-        raise ValueError("not a whole number") from None
-    if attempts > MAX_ATTEMPTS_BOUND:
-        raise ValueError(
-            f"at most {MAX_ATTEMPTS_BOUND} (the callbacks queue's receives before its dead letters), not {attempts}"
-        )
-    return attempts
+def attempts_within(queue: wiring.Queue) -> Callable[[str], int]:
+    """A max-attempts setting's parser for the work `queue` carries: a round of attempts runs within the receives SQS
+    allows its message before redriving it (the callbacks worker's receive budget, adapters/delivery/worker.
+    MAX_RECEIVES; the notifications worker's likewise), so a round that cannot fit in a fresh message's receives would
+    be given up before its last attempts: more attempts than that stop the cold start."""
+    bound = queue.max_receive_count
+
+    def parse(raw: str) -> int:
+        try:
+            attempts = int(raw)
+        except ValueError:
+            raise ValueError("not a whole number") from None
+        if attempts > bound:
+            raise ValueError(
+                f"at most {bound} (the {queue.name} queue's receives before its dead letters), not {attempts}"
+            )
+        return attempts
+
+    return parse
 
 
-# The longest a message's rounds may wait in all: its retention, less one visibility timeout (one receive lost to an
-# invocation that died comes back only after it).
-WAITS_WITHIN_S = CALLBACKS_QUEUE.retention_s - CALLBACKS_QUEUE.visibility_timeout_s
+def waits_within_s(queue: wiring.Queue) -> int:
+    """The longest a message's rounds may wait in all: its retention, less one visibility timeout (one receive lost to
+    an invocation that died comes back only after it)."""
+    return queue.retention_s - queue.visibility_timeout_s
+
+
+WAITS_WITHIN_S = waits_within_s(CALLBACKS_QUEUE)
 
 
 def worst_case_wait_s(attempts: int, backoff_cap_s: float) -> float:
-    """The longest a notice's round can wait between its attempts: every wait at the cap, as a receiver's Retry-After
-    can hold each one (adapters/leased_work)."""
+    """The longest a round can wait between its attempts: every wait at the cap, as a receiver's Retry-After can hold
+    each one (adapters/leased_work)."""
     return (attempts - 1) * backoff_cap_s
+
+
+def waits_outlasting(queue: wiring.Queue, attempts: tuple[str, int], backoff_cap: tuple[str, float]) -> list[str]:
+    """The conflict, naming both variables, when a round of `attempts` waiting `backoff_cap` each time would outlast
+    its message in `queue`: its last attempts would be lost with the message. Refused, not clamped, for either
+    setting could be the one to lower and the operator chose both."""
+    (attempts_env, count), (cap_env, cap) = attempts, backoff_cap
+    wait, within = worst_case_wait_s(count, cap), waits_within_s(queue)
+    if wait <= within:
+        return []
+    return [
+        f"{attempts_env}={count} with {cap_env}={cap:g}: their worst-case wait ({count - 1} x {cap:g} s = {wait:g} s) "
+        f"must be at most {within} s, the {queue.name} queue's message retention less one visibility timeout; "
+        "lower either"
+    ]
 
 
 class DeliverySettings(EnvironmentSettings):
@@ -60,7 +86,7 @@ class DeliverySettings(EnvironmentSettings):
     )
     allow_loopback: bool = setting(DEV_ALLOW_LOOPBACK_ENV, default=False)
     max_attempts: int = setting(
-        MAX_ATTEMPTS_ENV, default=wiring.CALLBACK_MAX_ATTEMPTS, parse=callback_max_attempts, at_least=1
+        MAX_ATTEMPTS_ENV, default=wiring.CALLBACK_MAX_ATTEMPTS, parse=attempts_within(CALLBACKS_QUEUE), at_least=1
     )
     # Backoff before attempt n+1: min(cap, base * 2**(n-1)), with "equal jitter" (half fixed, half random).
     backoff_base_s: float = setting("INTERLUDE_CALLBACK_BACKOFF_BASE_S", default=30.0)
@@ -72,17 +98,10 @@ class DeliverySettings(EnvironmentSettings):
     ca_file: str | None = setting("INTERLUDE_CALLBACK_CA_FILE", default=None)
 
     def conflicts(self) -> list[str]:
-        # A round whose waits outlast its message's retention loses its last attempts with the message: refused, not
-        # clamped, for either setting could be the one to lower and the operator chose both. (A bundle's later notice
-        # whose round would outlast its message goes on in a copy of it: adapters/delivery/worker._round_fits.)
-        wait = worst_case_wait_s(self.max_attempts, self.backoff_cap_s)
-        if wait <= WAITS_WITHIN_S:
-            return []
-        return [
-            f"{MAX_ATTEMPTS_ENV}={self.max_attempts} with {BACKOFF_CAP_ENV}={self.backoff_cap_s:g}: their worst-case "
-            f"wait ({self.max_attempts - 1} x {self.backoff_cap_s:g} s = {wait:g} s) must be at most {WAITS_WITHIN_S} s, "
-            "the callbacks queue's message retention less one visibility timeout; lower either"
-        ]
+        # A bundle's later notice whose round would outlast its message goes on in a copy of it
+        # (adapters/delivery/worker._round_fits); one round alone must fit.
+        attempts, cap = (MAX_ATTEMPTS_ENV, self.max_attempts), (BACKOFF_CAP_ENV, self.backoff_cap_s)
+        return waits_outlasting(CALLBACKS_QUEUE, attempts, cap)
 
 
 delivery_settings = cached(DeliverySettings.from_env)
