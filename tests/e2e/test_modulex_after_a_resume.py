@@ -26,6 +26,7 @@ from modulex import Modulex
 from modulex._exceptions import ValidationError
 
 from tests.support.local_stack import Api, running_stack, until
+from tests.support.modulex_example import node
 from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS, sdk
 
 DEADLINE_S = 30.0
@@ -40,10 +41,6 @@ def stack(tmp_path_factory):
 @pytest.fixture(scope="module")
 def api(stack) -> Api:
     return Api.of(stack)
-
-
-def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:
-    return {"id": node_id, "type": kind, "name": node_id, "x": x, "y": 0, f"{kind}_config": config}
 
 
 def chain(*nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from interlude.domain.budgets import MAX_ANSWER_BYTES
 from interlude.faces.modulex.definition import START_NODE
 from interlude.faces.modulex.references import engine_id
 from tests.support.local_stack import Api, running_stack, until
+from tests.support.modulex_example import node
 from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS
 
 # What modulex-python 1.0's stream parser skips and stops after (modulex/_streaming.py).
@@ -142,10 +143,6 @@ def sdk_listen(api: Api, run_id: str, last_event_id: int | None = None) -> Liste
 
 
 # -- runs -------------------------------------------------------------------------------------------------------
-
-
-def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:
-    return {"id": node_id, "type": kind, "name": node_id, "x": x, "y": 0, f"{kind}_config": config}
 
 
 def template(node_id: str, x: int, text: str) -> dict[str, Any]:

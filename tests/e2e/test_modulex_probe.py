@@ -35,6 +35,7 @@ from modulex._exceptions import BadRequestError
 
 from tests.support.concurrency import race
 from tests.support.local_stack import Api, running_stack, tenant_admin_key
+from tests.support.modulex_example import node
 from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS, sdk
 
 DEADLINE_S = 30.0
@@ -55,10 +56,6 @@ def api(stack) -> Api:
 def stranger(stack) -> Api:
     name = f"mxprobe-{uuid.uuid4().hex[:8]}"
     return Api(stack["baseUrl"], tenant_admin_key(stack, name), name)
-
-
-def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:
-    return {"id": node_id, "type": kind, "name": node_id, "x": x, "y": 0, f"{kind}_config": config}
 
 
 def template(node_id: str, x: int, text: str) -> dict[str, Any]:

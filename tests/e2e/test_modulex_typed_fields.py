@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests.support.local_stack import Api, running_stack, until
-from tests.support.modulex_example import MISTYPED_DEFINITION_FIELDS, worked_example
+from tests.support.modulex_example import MISTYPED_DEFINITION_FIELDS, node, worked_example
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +29,6 @@ def stack(tmp_path_factory):
 @pytest.fixture(scope="module")
 def api(stack) -> Api:
     return Api.of(stack)
-
-
-def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:
-    return {"id": node_id, "type": kind, "name": node_id, "x": x, "y": 0, f"{kind}_config": config}
 
 
 def steps(count: int, **extra: Any) -> dict[str, Any]:

@@ -96,6 +96,11 @@ def worked_example() -> dict[str, Any]:
     return copy.deepcopy(WORKED_EXAMPLE)
 
 
+def node(node_id: str, kind: str, x: int, **config: Any) -> dict[str, Any]:
+    """A ModuleX node of `kind` named by its id, at (x, 0), with `config` as its `{kind}_config`."""
+    return {"id": node_id, "type": kind, "name": node_id, "x": x, "y": 0, f"{kind}_config": config}
+
+
 # A reviewer's instructions before the draft: a message with large text of its own (not a repeat of what the run holds).
 INSTRUCTIONS = "Check the tone, the figures and the promises before this goes out. " * 12
 
