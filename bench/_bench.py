@@ -26,6 +26,17 @@ def offline_aws(**settings: str) -> None:
     os.environ.pop("AWS_ENDPOINT_URL", None)
 
 
+def movable_clock() -> Path:
+    """A clock file of its own, at the real time, that every clock reading of this process follows (the bench moves it
+    with `clock.advance` where it plays time passing)."""
+    from interlude.domain import clock
+
+    clock_file = Path(tempfile.mkdtemp()) / "clock"
+    clock.reset(clock_file)
+    os.environ[clock.CLOCK_FILE_ENV] = str(clock_file)
+    return clock_file
+
+
 class Calls:
     """Count calls made through the watched clients (or a whole session), optionally only some services."""
 

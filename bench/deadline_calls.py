@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from pathlib import Path
 
-from _bench import Calls, fmt, offline_aws
+from _bench import Calls, fmt, movable_clock, offline_aws
 
 offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
@@ -33,9 +31,7 @@ from tests.support.local_stack import FIXTURES  # noqa: E402
 
 
 def main() -> None:
-    clock_file = Path(tempfile.mkdtemp()) / "clock"
-    clock.reset(clock_file)
-    os.environ[clock.CLOCK_FILE_ENV] = str(clock_file)
+    clock_file = movable_clock()
     with mock_aws():
         from interlude.local.schedules import SchedulePump, create_local_deadline_resources
 

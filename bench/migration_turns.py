@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from _bench import offline_aws
+from _bench import movable_clock, offline_aws
 
 offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
@@ -46,10 +45,6 @@ class Turn:
         return int(TIMEOUT_MS - (clock.now() - self.started).total_seconds() * 1000)
 
 
-def moved(clock_file: Path, seconds: float) -> float:
-    return clock.advance(clock_file, seconds)
-
-
 def measured(kind: str, take: Any, clock_file: Path, done: Any) -> dict[str, Any]:
     """Turns of one pass from its first message until none is queued: how many, how long, how long spent waiting, and
     whether the pass was whole when the turns stopped."""
@@ -65,7 +60,7 @@ def measured(kind: str, take: Any, clock_file: Path, done: Any) -> dict[str, Any
         # The next turn comes when its message's delay is over (the handler's DelaySeconds).
         message, delay = sent.pop(0)
         waited += delay
-        moved(clock_file, delay)
+        clock.advance(clock_file, delay)
     return {
         "turns": turns,
         "minutes": round((clock.now() - start).total_seconds() / 60, 1),
@@ -82,9 +77,7 @@ pages: list[float] = []
 
 
 def main() -> None:
-    clock_file = Path(tempfile.mkdtemp()) / "clock"
-    clock.reset(clock_file)
-    os.environ[clock.CLOCK_FILE_ENV] = str(clock_file)
+    clock_file = movable_clock()
     with mock_aws():
         client = boto3.client("dynamodb")
         create_tables(client, "bench", "bench-entries")
@@ -96,7 +89,7 @@ def main() -> None:
             client.batch_write_item(RequestItems={"bench": puts})
         # Every client the handler makes comes from the one session (interlude.sdk_clients): each page's Scan is seen.
         events = sdk_clients.session().get_component("event_emitter")
-        events.register("before-call.dynamodb.Scan", lambda **_: pages.append(moved(clock_file, PAGE_S)))
+        events.register("before-call.dynamodb.Scan", lambda **_: pages.append(clock.advance(clock_file, PAGE_S)))
         events.register(
             "provide-client-params.sqs.SendMessage",
             lambda params, **_: sent.append((json.loads(params["MessageBody"]), params.get("DelaySeconds", 0))),
