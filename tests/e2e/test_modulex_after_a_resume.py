@@ -106,13 +106,19 @@ async def settled(client: Modulex, run_id: str, status: str, node: str | None = 
     raise AssertionError(f"{run_id} never {status} at {node}")
 
 
+async def past_the_first_gate(client: Modulex) -> Any:
+    """A TWO_GATES run whose first question was seen and answered `{"ok": 1}`, waiting at the second; its start."""
+    started = await client.executions.run(workflow=TWO_GATES)
+    assert await question_seen(client, started.run_id) == "First?"
+    await client.executions.resume(started.thread_id, started.run_id, {"ok": 1})
+    await settled(client, started.run_id, "interrupted", "second")
+    return started
+
+
 def test_a_listen_after_a_resume_shows_the_next_gate_not_the_one_answered(api):
     async def scenario() -> None:
         async with sdk(api) as client:
-            started = await client.executions.run(workflow=TWO_GATES)
-            assert await question_seen(client, started.run_id) == "First?"
-            await client.executions.resume(started.thread_id, started.run_id, {"ok": 1})
-            await settled(client, started.run_id, "interrupted", "second")
+            started = await past_the_first_gate(client)
 
             seen = await first_listen(client, started.run_id)
             asked = [e.data["data"]["message"] for e in seen if e.event == "interrupt"]
@@ -166,11 +172,7 @@ def listened(api: Api, run_id: str, last: int | None) -> list[dict[str, Any]]:
 def test_a_client_that_sends_last_event_id_still_reads_every_frame_in_order(api):
     async def scenario() -> str:
         async with sdk(api) as client:
-            started = await client.executions.run(workflow=TWO_GATES)
-            assert await question_seen(client, started.run_id) == "First?"
-            await client.executions.resume(started.thread_id, started.run_id, {"ok": 1})
-            await settled(client, started.run_id, "interrupted", "second")
-            return started.run_id
+            return str((await past_the_first_gate(client)).run_id)
 
     run_id = asyncio.run(scenario())
     opening = listened(api, run_id, None)[0]
