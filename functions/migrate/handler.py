@@ -30,7 +30,7 @@ with importing():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.cloudformation import answer
-    from interlude.adapters.held_work import read_message
+    from interlude.adapters.held_work import read_message, upkeep_time
     from interlude.adapters.migration_turns import (
         RETENTION_RESTAMP,
         RETENTION_SWEEP,
@@ -120,22 +120,10 @@ def standing() -> TenantStanding:
     return standing_of(store(), clock.now)
 
 
-def upkeep_time(tenant: str, context: Any) -> Callable[[], bool] | None:
-    """The time of a turn of upkeep of `tenant`'s data: pages while a minute is left and its data is kept up (it is
-    active or suspended); None when it is not (being deleted, or deleted: the turn is dropped, its message taken, and a
-    turn that saw the deletion begin stops at its next page: docs/adr/0201)."""
-    if not standing().keeps_data(tenant):
-        logger.info("a turn of a tenant's data dropped: the tenant is being deleted", extra={"tenant": tenant})
-        metrics.count("TenantWork", outcome="dropped")
-        return None
-    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
-    return lambda: context.get_remaining_time_in_millis() > margin and standing().keeps_data(tenant)
-
-
 def take_retention_turn(message: dict[str, Any], context: Any) -> None:
     """A turn of a finished run's retention (interlude.app.retention): its items stamped until a minute is left,
     the rest queued as the next turn. A run that moved meanwhile raises, and the message is taken again."""
-    has_time = upkeep_time(tenant_of(message["runId"]), context)
+    has_time = upkeep_time(standing(), tenant_of(message["runId"]), context.get_remaining_time_in_millis)
     if has_time is None:
         return
     after = services().retention.turn(message["runId"], message.get("after"), has_time)
@@ -148,7 +136,7 @@ def take_search_keys_turn(message: dict[str, Any], context: Any) -> None:
     searchable, until a minute is left; the next turn queued while runs remain, or once the declaration has settled."""
     from interlude.app.search_keys import NotYet
 
-    has_time = upkeep_time(message["tenant"], context)
+    has_time = upkeep_time(standing(), message["tenant"], context.get_remaining_time_in_millis)
     if has_time is None:
         return
     try:
@@ -180,7 +168,7 @@ def take_sweep_turn(message: dict[str, Any], context: Any) -> None:
 def take_restamp_turn(message: dict[str, Any], context: Any) -> None:
     """A turn of a tenant's re-stamp job (interlude.app.retention.Restamp): pages until a minute is left, then the
     next turn queued."""
-    has_time = upkeep_time(message["tenant"], context)
+    has_time = upkeep_time(standing(), message["tenant"], context.get_remaining_time_in_millis)
     if has_time is None:
         return
     done = services().restamp.turn(message["tenant"], message["generation"], has_time)

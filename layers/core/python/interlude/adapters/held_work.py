@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from interlude.adapters import metrics
@@ -80,3 +81,16 @@ def admitted(standing: TenantStanding, destination: str, body: dict[str, Any]) -
 def deadline_admitted(standing: TenantStanding, event: dict[str, Any]) -> bool:
     """`admitted` for a schedule's input (a deadline, a reminder, a task check)."""
     return admitted(standing, DEADLINE_DESTINATION, event)
+
+
+def upkeep_time(standing: TenantStanding, tenant: str, remaining_ms: Callable[[], int]) -> Callable[[], bool] | None:
+    """The time of a turn of upkeep of `tenant`'s data on the migrations queue (`remaining_ms`: the invocation's): pages
+    while a minute is left and its data is kept up (it is active or suspended); None when it is not (being deleted, or
+    deleted: the turn is dropped, its message taken, and a turn that saw the deletion begin stops at its next page:
+    docs/adr/0201)."""
+    if not standing.keeps_data(tenant):
+        log.info("a turn of a tenant's data dropped: the tenant is being deleted", extra={"tenant": tenant})
+        metrics.count("TenantWork", outcome="dropped")
+        return None
+    margin = min(60_000, remaining_ms() // 4)
+    return lambda: remaining_ms() > margin and standing.keeps_data(tenant)
