@@ -11,7 +11,7 @@ from interlude.app.lifecycle import under_request
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unprocessable
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.faces.modulex.definition import content_id, own_run_options, translate
+from interlude.faces.modulex.definition import content_id, translate
 from interlude.faces.modulex.operations import (
     flag,
     resume_body,
@@ -125,9 +125,9 @@ def test_a_run_request_s_recursion_limit_is_its_configurable(
 @pytest.mark.parametrize(("limit", "options"), [({"recursion_limit": 5}, {"recursionLimit": 5}), ({}, {})])
 def test_a_modulex_definition_gives_its_runs_its_own_recursion_limit(limit: dict[str, Any], options: dict[str, Any]):
     raw = {"nodes": [{"id": "a", "type": "transformer", "x": 0, "y": 0, "transformer_config": {}}], "config": limit}
-    assert own_run_options(WorkflowDefinition.model_validate(translate(raw))) == options
+    assert WorkflowDefinition.model_validate(translate(raw)).own_run_options() == options
     openwop = WorkflowDefinition.model_validate({"nodes": [{"id": "a", "typeId": "core.noop"}]})
-    assert own_run_options(openwop) == {}
+    assert openwop.own_run_options() == {}
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,9 +31,6 @@ from interlude.domain.models import new_list
 from interlude.faces.modulex import nodes, tasks
 from interlude.faces.modulex.fields import PYDANTIC_TYPE, JsonBoolean, JsonInteger, JsonNumber, JsonType, is_json
 from interlude.faces.modulex.references import engine_id
-
-if TYPE_CHECKING:
-    from interlude.domain.models.workflow import WorkflowDefinition
 
 START_NAMES = frozenset({"__start__", "START", "start"})
 START_NODE = "__start__"
@@ -492,13 +489,6 @@ def translate(raw: Any) -> dict[str, Any]:
         raise Invalid(errors)
     engine_nodes, engine_edges = _engine_graph(translated.nodes, edges, entries, translated.failure_routes)
     return _definition(wf, engine_nodes, engine_edges, translated.info)
-
-
-def own_run_options(definition: "WorkflowDefinition") -> dict[str, Any]:
-    """The run options a stored definition gives its runs: a ModuleX one's `config.recursion_limit` (as its model read
-    it, at most the engine's ceiling), as OpenWOP's `recursionLimit`; none for an OpenWOP definition."""
-    limit = (definition.metadata.get(META_KEY) or {}).get("recursionLimit")
-    return {} if limit is None else {"recursionLimit": limit}
 
 
 def content_id(definition: dict[str, Any]) -> str:

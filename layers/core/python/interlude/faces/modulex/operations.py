@@ -200,7 +200,7 @@ def recursion_problems(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_configurable(config: dict[str, Any]) -> dict[str, Any]:
     """The create request's `configurable` for the request's own recursion_limit, or nothing when it gives none (the
-    workflow's own then applies: definition.own_run_options)."""
+    workflow's own then applies: WorkflowDefinition.own_run_options)."""
     recursion = config.get("recursion_limit")
     if recursion is None:
         return {}
@@ -351,9 +351,7 @@ class ModulexFace:
         try:
             # With an Idempotency-Key, the answer is made just before the commit and committed with the run.
             # The request's recursion_limit, else the workflow's own (of the version the run runs), else the default.
-            state = self.control.create_run(
-                principal, typed, keyed.map(started) if keyed else None, written_numbers, mx.own_run_options
-            )
+            state = self.control.create_run(principal, typed, keyed.map(started) if keyed else None, written_numbers)
         except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
