@@ -1,4 +1,4 @@
-"""The steps of the ModuleX run and resume operations (interlude.faces.modulex.operations): each refusal, in the order
+"""The steps of the ModuleX run, resume and cancel operations (interlude.faces.modulex.operations): each refusal, in the order
 ModuleX gives them, and what a request that passes yields. Pure: no store, no HTTP."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex.definition import content_id, translate
 from interlude.faces.modulex.operations import (
+    cancel_reason,
     flag,
     resume_body,
     resumed_source,
@@ -210,6 +211,27 @@ def test_a_resume_names_its_run_and_a_run_id_that_is_not_a_string_names_none() -
     assert resume_body({"run_id": "demo~2Fabc", "resume_value": False}) == "demo~2Fabc"
     with pytest.raises(NotFound):
         resume_body({"run_id": 5, "resume_value": 1})
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"reason": "done", "extra": 1}, ["extra"]),
+        ({"reasn": "done"}, ["reasn"]),  # the reason misspelt: it was dropped, and the run cancelled without it
+        ({"reason": 5, "why": "x", "run_id": "r"}, ["run_id", "why"]),  # before the reason's type
+    ],
+)
+def test_a_cancel_field_the_contract_does_not_give_is_refused_naming_it(body: dict[str, Any], named: list[str]) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        cancel_reason(body)
+    problems = refused.value.details["errors"]
+    assert [(p["loc"], p["type"]) for p in problems] == [(["body", name], "extra_forbidden") for name in named]
+    assert problems[0]["msg"] == f"{named[0]}: not a field of a cancel body, which holds reason"
+
+
+@pytest.mark.parametrize(("body", "reason"), [(None, None), ({}, None), ({"reason": None}, None), ({"reason": "x"}, "x")])
+def test_a_cancel_body_is_optional_and_holds_its_reason(body: Any, reason: str | None) -> None:
+    assert cancel_reason(body) == reason
 
 
 def run_state(workflow_id: str, interrupts: tuple[str, ...] = ("gate",), status: str = "waiting-approval") -> RunState:

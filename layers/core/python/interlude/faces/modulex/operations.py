@@ -73,7 +73,7 @@ class ModulexResumeRequest(BaseModel):
 class ModulexCancelRequest(BaseModel):
     """POST /workflows/cancel/{run_id} (the body is optional)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     reason: str | None = None
 
 
@@ -91,6 +91,7 @@ RUN_TYPES: dict[str, JsonType] = {
 }
 RESUME_FIELDS = tuple(ModulexResumeRequest.model_fields)
 RESUME_TYPES: dict[str, JsonType] = {"workflow_id": "string", "stream": "boolean"}
+CANCEL_FIELDS = tuple(ModulexCancelRequest.model_fields)
 CANCEL_TYPES: dict[str, JsonType] = {"reason": "string"}
 
 
@@ -225,6 +226,20 @@ def resume_body(body: Any) -> str:
     if not isinstance(body["run_id"], str):
         raise not_found()
     return body["run_id"]
+
+
+def cancel_reason(body: Any) -> str | None:
+    """The reason of a cancel request whose shape is right: no body, or an object holding only the contract's field
+    (422 naming any other, as a run, resume or workflow body: a misspelt `reason` is told, not lost), a string."""
+    if body is None:
+        return None
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object")
+    unknown = unknown_problems(body, CANCEL_FIELDS, "a cancel body")
+    if unknown:
+        raise refused(unknown)
+    check_types(body, CANCEL_TYPES)
+    return body.get("reason")
 
 
 def resumed_source(body: dict[str, Any], state: RunState) -> WorkflowSource:
@@ -416,10 +431,7 @@ class ModulexFace:
     def cancel(
         self, principal: auth.Principal, wire: str, body: Any, keyed: KeyedWrite | None = None
     ) -> ModulexCancelled:
-        if body is not None and not isinstance(body, dict):
-            raise Invalid("the body must be a JSON object")
-        check_types(body or {}, CANCEL_TYPES)
-        reason = (body or {}).get("reason")
+        reason = cancel_reason(body)
         state, _ = self.load(principal, wire)
         if state.terminal:
             raise Conflict(f"the run is already {state.status}", code="interlude.run_state_invalid")
