@@ -249,7 +249,7 @@ def resumed_source(body: dict[str, Any], state: RunState) -> WorkflowSource:
     if body.get("workflow") is None:
         return "database"
     try:
-        inline_id = mx.content_id(mx.translate(body["workflow"]))
+        inline_id = mx.content_id(mx.translate(body["workflow"], "workflow"))
     except mx.Invalid as exc:
         raise Unprocessable(str(exc), {"errors": exc.errors}) from None
     if inline_id != state.workflowId:
@@ -318,7 +318,7 @@ class ModulexFace:
     def register_inline(self, principal: auth.Principal, raw: Any) -> str:
         """Store an inline ModuleX definition under its content id (once); that id."""
         try:
-            translated = mx.translate(raw)
+            translated = mx.translate(raw, "workflow")
         except mx.Invalid as exc:
             raise Unprocessable(str(exc), {"errors": exc.errors}) from None
         definition = WorkflowDefinition.model_validate(translated)
