@@ -5,8 +5,8 @@ gateway on 127.0.0.1, over moto), driven by modulex-python where the SDK can sen
   next gate, its end, or still running), never the gate already answered as if it waited; a client that sends
   Last-Event-ID still reads every frame, in order;
 * the recursion limit a run gets: the request's `config.recursion_limit`, else the deployed (or inline) workflow's own
-  `config.recursion_limit`, else 1,000 steps; a request's above 10,000 is taken as 10,000, a definition's is refused
-  when it is deployed or run;
+  `config.recursion_limit`, else 1,000 steps, on either face (an OpenWOP `POST /runs` of a deployed workflow too); a
+  request's above 10,000 is taken as 10,000, a definition's is refused when it is deployed or run;
 * a resume body holding a field the contract does not give it (`comand`, `reume`) is `422` naming the field, and the
   gate stays open, where the answer was lost or the gate answered with the field left out.
 """
@@ -25,7 +25,7 @@ from httpx_sse import connect_sse
 from modulex import Modulex
 from modulex._exceptions import ValidationError
 
-from tests.support.local_stack import Api, running_stack, until
+from tests.support.local_stack import Api, running_stack, until, wire
 from tests.support.modulex_example import node
 from tests.support.modulex_sdk import SHORT_STREAM_BOUNDS, sdk
 
@@ -233,6 +233,27 @@ def test_a_run_s_recursion_limit_is_the_request_s_else_the_workflow_s_own(api, s
             return started.run_id
 
     assert outcome(api, asyncio.run(scenario())) == expected
+
+
+@pytest.mark.parametrize(
+    ("configurable", "expected"),
+    [
+        (None, "failed"),  # the workflow's own limit (2) applies when the request gives none
+        ({"version": 1, "run": {"recursionLimit": 50}}, "interrupted"),  # the request's wins
+        ({"version": 1, "run": {"runTimeoutMs": 600_000}}, "failed"),  # run options that give no limit: still its own
+    ],
+)
+def test_an_openwop_start_of_a_deployed_workflow_takes_the_request_s_limit_else_the_workflow_s_own(
+    api, configurable, expected
+):
+    # One rule whichever face starts the run: OpenWOP's POST /runs took its request's configurable alone, so a
+    # deployed workflow saying 2 ran to its question (1,000 steps).
+    created = api.call("POST", "/workflows", {"workflow_schema": own_limit(2), "name": "limits"})
+    assert created.status_code == 201, created.text
+    body = {"workflowId": created.json()["id"], **({} if configurable is None else {"configurable": configurable})}
+    started = api.call("POST", "/runs", body)
+    assert started.status_code == 201, started.text
+    assert outcome(api, wire(started.json()["runId"])) == expected
 
 
 def test_a_run_takes_the_limit_of_the_workflow_s_version_it_runs(api):

@@ -308,3 +308,45 @@ def test_a_form_refused_for_what_it_holds_is_its_page_again_and_the_envelope_to_
     state = services.store.get_run(w.run_id)[0]
     assert state.status == "waiting-approval"
     assert state.interrupts["gate"].assignee == ("someone" if before is claimed_by_someone else None)
+
+
+# -- the approval page's form: the page, or the envelope when JSON is asked for (as the console's forms) ----------------
+
+
+def decided_already(w: World) -> None:
+    decided = requests.post(
+        f"{w.gateway}/interrupts/{w.token}", json={"resumeValue": {"action": "accept"}}, timeout=30
+    )
+    assert decided.status_code == 200, decided.text
+
+
+# name → (what comes between opening the page and sending its form, the form, whether it carries the page's proof, the
+# status, the refusal's code, words its page says, whether the gate is still open after)
+APPROVAL_FORM_REFUSALS: dict[str, tuple[Callable[[World], None] | None, dict[str, str], bool, int, str, str, bool]] = {
+    "400-no-such-button": (None, {"action": "maybe"}, True, 400, "validation_error", "Choose one of the buttons", True),
+    "403-not-from-its-page": (None, {"action": "accept"}, False, 403, "forbidden", "Not sent from this page", True),
+    "409-decided-already": (decided_already, {"action": "reject"}, True, 409, "interrupt_already_resolved", "Already decided", False),
+}
+
+
+@pytest.mark.parametrize("case", list(APPROVAL_FORM_REFUSALS))
+def test_the_approval_form_refused_is_its_page_and_the_envelope_to_an_api_client(
+    world_of_pages: World, services: Services, case: str
+) -> None:
+    between, form, with_proof, status, code, words, still_open = APPROVAL_FORM_REFUSALS[case]
+    w = world_of_pages
+    path = f"/interrupts/{w.token}"
+    browser = Browser(w.gateway)
+    sent = {**form, "csrf": browser.proof(path) if with_proof else "forged"}
+    if between is not None:
+        between(w)
+
+    # The page's own cookie and proof, as the person's browser sends them; the API client asks for JSON first.
+    as_json = browser.as_api_client().send("POST", path, sent)
+    page = browser.send("POST", path, sent)
+
+    assert words in a_page_in_words(page, status)
+    if status == 400:
+        assert '<form method="post"' in page.text  # the form again
+    the_envelope(as_json, status, code)
+    assert (services.store.get_run(w.run_id)[0].status == "waiting-approval") is still_open

@@ -1,4 +1,4 @@
-"""The steps of the ModuleX run and resume operations (interlude.faces.modulex.operations): each refusal, in the order
+"""The steps of the ModuleX run, resume and cancel operations (interlude.faces.modulex.operations): each refusal, in the order
 ModuleX gives them, and what a request that passes yields. Pure: no store, no HTTP."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from interlude.app.lifecycle import under_request
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unprocessable
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.faces.modulex.definition import content_id, own_run_options, translate
+from interlude.faces.modulex.definition import content_id, translate
 from interlude.faces.modulex.operations import (
+    cancel_reason,
     flag,
     resume_body,
     resumed_source,
@@ -125,9 +126,9 @@ def test_a_run_request_s_recursion_limit_is_its_configurable(
 @pytest.mark.parametrize(("limit", "options"), [({"recursion_limit": 5}, {"recursionLimit": 5}), ({}, {})])
 def test_a_modulex_definition_gives_its_runs_its_own_recursion_limit(limit: dict[str, Any], options: dict[str, Any]):
     raw = {"nodes": [{"id": "a", "type": "transformer", "x": 0, "y": 0, "transformer_config": {}}], "config": limit}
-    assert own_run_options(WorkflowDefinition.model_validate(translate(raw))) == options
+    assert WorkflowDefinition.model_validate(translate(raw)).own_run_options() == options
     openwop = WorkflowDefinition.model_validate({"nodes": [{"id": "a", "typeId": "core.noop"}]})
-    assert own_run_options(openwop) == {}
+    assert openwop.own_run_options() == {}
 
 
 @pytest.mark.parametrize(
@@ -210,6 +211,27 @@ def test_a_resume_names_its_run_and_a_run_id_that_is_not_a_string_names_none() -
     assert resume_body({"run_id": "demo~2Fabc", "resume_value": False}) == "demo~2Fabc"
     with pytest.raises(NotFound):
         resume_body({"run_id": 5, "resume_value": 1})
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"reason": "done", "extra": 1}, ["extra"]),
+        ({"reasn": "done"}, ["reasn"]),  # the reason misspelt: it was dropped, and the run cancelled without it
+        ({"reason": 5, "why": "x", "run_id": "r"}, ["run_id", "why"]),  # before the reason's type
+    ],
+)
+def test_a_cancel_field_the_contract_does_not_give_is_refused_naming_it(body: dict[str, Any], named: list[str]) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        cancel_reason(body)
+    problems = refused.value.details["errors"]
+    assert [(p["loc"], p["type"]) for p in problems] == [(["body", name], "extra_forbidden") for name in named]
+    assert problems[0]["msg"] == f"{named[0]}: not a field of a cancel body, which holds reason"
+
+
+@pytest.mark.parametrize(("body", "reason"), [(None, None), ({}, None), ({"reason": None}, None), ({"reason": "x"}, "x")])
+def test_a_cancel_body_is_optional_and_holds_its_reason(body: Any, reason: str | None) -> None:
+    assert cancel_reason(body) == reason
 
 
 def run_state(workflow_id: str, interrupts: tuple[str, ...] = ("gate",), status: str = "waiting-approval") -> RunState:

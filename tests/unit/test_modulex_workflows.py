@@ -382,40 +382,64 @@ def test_an_unknown_node_type_is_refused_by_name():
     assert got.value.errors[0]["loc"] == ["body", "workflow", "nodes", 0, "type"]
 
 
-@pytest.mark.parametrize(
-    ("mutate", "message"),
-    [
-        (lambda w: w["nodes"][0].pop("x"), "Field required"),
-        (lambda w: w["nodes"][2]["conditional_config"].update(default_target="node_nowhere"), "names no node"),
-        (lambda w: w["nodes"][2]["conditional_config"].update(condition_type="llm"), "expression conditionals only"),
-        (
-            lambda w: w["nodes"][2]["conditional_config"]["expression_branches"][0].update(operator="resembles"),
-            "is not one of",
+UNRUNNABLE = [
+    (lambda w: w["nodes"][0].pop("x"), "Field required"),
+    (lambda w: w["nodes"][2]["conditional_config"].update(default_target="node_nowhere"), "names no node"),
+    (lambda w: w["nodes"][2]["conditional_config"].update(condition_type="llm"), "expression conditionals only"),
+    (
+        lambda w: w["nodes"][2]["conditional_config"]["expression_branches"][0].update(operator="resembles"),
+        "is not one of",
+    ),
+    (
+        lambda w: w["nodes"][2]["conditional_config"]["expression_branches"].append(
+            {"condition": "a ==", "target": "node_send"}
         ),
-        (
-            lambda w: w["nodes"][2]["conditional_config"]["expression_branches"].append(
-                {"condition": "a ==", "target": "node_send"}
-            ),
-            "unexpected end",
+        "unexpected end",
+    ),
+    (lambda w: w["edges"].append({"source": "node_route", "target": "node_draft"}), "leaves a conditional"),
+    (lambda w: w["edges"].append({"source": "node_x", "target": "node_draft"}), "names no node"),
+    (
+        lambda w: (
+            w.update(entry_point="node_draft"),
+            w["nodes"].append({"id": "orphan", "type": "transformer", "x": 0, "y": 0}),
         ),
-        (lambda w: w["edges"].append({"source": "node_route", "target": "node_draft"}), "leaves a conditional"),
-        (lambda w: w["edges"].append({"source": "node_x", "target": "node_draft"}), "names no node"),
-        (
-            lambda w: (
-                w.update(entry_point="node_draft"),
-                w["nodes"].append({"id": "orphan", "type": "transformer", "x": 0, "y": 0}),
-            ),
-            "unreachable",
-        ),
-        (lambda w: w["nodes"][0]["transformer_config"]["operations"].append({"type": "eval"}), "Input should be"),
-    ],
-)
+        "unreachable",
+    ),
+    (lambda w: w["nodes"][0]["transformer_config"]["operations"].append({"type": "eval"}), "Input should be"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "message"), UNRUNNABLE)
 def test_definitions_that_cannot_run_are_refused_at_validation(mutate, message):
     raw = worked_example()
     mutate(raw)
     with pytest.raises(Invalid) as got:
         translate(raw)
     assert any(message in e["msg"] for e in got.value.errors), got.value.errors
+
+
+@pytest.mark.parametrize(("mutate", "message"), [*UNRUNNABLE, (lambda w: w.clear(), "Field required")])
+@pytest.mark.parametrize("field", ["workflow", "workflow_schema"])
+def test_each_refusal_names_the_body_field_the_definition_was_sent_in(field, mutate, message):
+    # Where each problem is made: a deployed definition's name workflow_schema, an inline run's workflow, in their
+    # place and in every message that names a place (modulex-python shows the messages alone).
+    raw = worked_example()
+    mutate(raw)
+    with pytest.raises(Invalid) as got:
+        translate(raw, field)
+    for error in got.value.errors:
+        assert error["loc"][:2] == ["body", field], error
+        other = "workflow_schema" if field == "workflow" else "workflow"
+        assert not error["msg"].startswith((f"{other}.", f"{other}:", f"{other} ")), error
+    assert any(message in e["msg"] for e in got.value.errors), got.value.errors
+
+
+def test_a_definition_that_is_no_object_is_refused_naming_its_field():
+    with pytest.raises(Invalid) as got:
+        translate([], "workflow_schema")
+    assert got.value.errors == [
+        {"loc": ["body", "workflow_schema"], "msg": "workflow_schema must be an object", "type": "value_error"}
+    ]
 
 
 @pytest.mark.parametrize("case", MISTYPED_DEFINITION_FIELDS)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, partial
 from typing import Any
 from urllib.parse import unquote
 
@@ -34,6 +34,7 @@ from interlude.api.http import (
     parsed,
     principal_for,
     raw_body,
+    refused_as_asked,
     request_cookies,
     resume_value_body,
     standing,
@@ -49,10 +50,10 @@ from interlude.api.routes import route
 from interlude.app.facts import display_name as directory_name
 from interlude.app.facts import entry_of
 from interlude.app.tenant_facts import tenant_settings
-from interlude.app.tokens import Target, TokenSurface
+from interlude.app.tokens import Target, TokenSurface, inspect_only
 from interlude.composition import services
 from interlude.config import settings
-from interlude.domain.errors import DomainError
+from interlude.domain.errors import DomainError, Forbidden
 from interlude.domain.ids import check_author_id, from_wire, tenant_of
 from interlude.domain.models.answers.decisions import Resolution
 from interlude.domain.models.answers.tokens import MintedLink, MintedToken
@@ -67,6 +68,8 @@ from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, TokenExp
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 FORM_TYPE = "application/x-www-form-urlencoded"
+# A form posted from another site, or without its page's proof, as an API client is told it.
+CROSS_SITE = "the form did not come from this request's own page"
 
 # Error code → what the page calls it.
 PAGE_KINDS = {
@@ -240,19 +243,22 @@ def open_page(
 
 
 def page_post(token: str) -> Response:
+    """The page's form sent. Each refusal is a page, or, to an API client whose Accept ranks JSON first, the refusal's
+    envelope with the same status (http.refused_as_asked), as the console's forms answer."""
     style = _nonce()
     claims: TokenClaims | None = None
     try:
         claims = surface().verify(token)
         form = posted.read_form(raw_body(), forms.MAX_FORM_FIELDS)
         if not form_is_same_site(token, form):
-            return result_page(403, approval.Result("cross-site"), None, style)
+            cross_site = partial(result_page, 403, approval.Result("cross-site"), None, style)
+            return refused_as_asked(Forbidden(CROSS_SITE), cross_site)
         target = surface().target(claims)
     except DomainError as exc:
-        return error_page(exc, claims_of(exc, claims), style)
+        return refused_as_asked(exc, partial(error_page, exc, claims_of(exc, claims), style))
     if not claims.decides:
-        detail = "This link lets you see this request, not decide it."
-        return result_page(403, approval.Result("forbidden", detail=detail), None, style)
+        seeing = approval.Result("forbidden", detail="This link lets you see this request, not decide it.")
+        return refused_as_asked(inspect_only(claims), partial(result_page, 403, seeing, None, style))
     payload = target.interrupt.payload
     try:
         example = forms.example_answer(payload, form)
@@ -262,13 +268,21 @@ def page_post(token: str) -> Response:
         resume_value = forms.resume_from_form(payload, form)
         surface().resolve_target(target, resume_value, written_numbers=typed_spellings(form))
     except forms.FormError as exc:
-        return open_page(token, target, style, 400, str(exc), forms.Answer(form, exc.fields))
+        return not_accepted(token, target, style, form, exc, exc.as_refusal())
     except DomainError as exc:
         if exc.code == "validation_error":
-            refused = forms.refusal(payload, exc.message, exc.details)
-            return open_page(token, target, style, 400, str(refused), forms.Answer(form, refused.fields))
-        return error_page(exc, claims, style)
+            return not_accepted(token, target, style, form, forms.refusal(payload, exc.message, exc.details), exc)
+        return refused_as_asked(exc, partial(error_page, exc, claims, style))
     return decided_page(target, resume_value, style)
+
+
+def not_accepted(
+    token: str, target: Target, style: str, form: dict[str, list[str]], said: forms.FormError, refusal: DomainError
+) -> Response:
+    """The page again with the form as it was sent, each problem said beside its field; to an API client asking for
+    JSON, `refusal`'s envelope."""
+    page = partial(open_page, token, target, style, 400, str(said), forms.Answer(form, said.fields))
+    return refused_as_asked(refusal, page)
 
 
 def form_is_same_site(token: str, form: dict[str, list[str]]) -> bool:

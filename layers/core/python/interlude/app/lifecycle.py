@@ -3,7 +3,7 @@ and advanced when a transition left it runnable (the dispatch outbox). Decisions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
         WorkflowVersions,
     )
     from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
-    from interlude.domain.models.workflow import WorkflowDefinition
 
 
 def under_request(configurable: dict[str, Any] | None, own: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -74,11 +73,10 @@ class RunLifecycle:
         request: CreateRunRequest,
         keyed: KeyedWrite | None = None,
         written_numbers: Mapping[str, str] | None = None,
-        own_options: Callable[[WorkflowDefinition], Mapping[str, Any]] | None = None,
     ) -> RunState:
-        """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers). `own_options`: the run
-        options a definition gives its runs (a face's own: ModuleX's `config.recursion_limit`), read from the version
-        the run runs, each taken where the request's configurable gives none."""
+        """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers). The run options the version
+        the run runs gives its runs (WorkflowDefinition.own_run_options) are taken where the request's configurable
+        gives none, whichever face started the run."""
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
@@ -125,7 +123,7 @@ class RunLifecycle:
             workflowVersion=version,
             owner={"tenant": principal.tenant, "subject": principal.subject},
             inputs=request.inputs,
-            configurable=under_request(request.configurable, own_options(definition) if own_options else {}),
+            configurable=under_request(request.configurable, definition.own_run_options()),
             tags=request.tags,
             metadata=request.metadata,
             workflowName=run_search.stored_name(definition.name),

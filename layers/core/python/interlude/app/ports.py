@@ -517,7 +517,6 @@ class RunControl(RunCancels, Protocol):
         request: CreateRunRequest,
         keyed: KeyedWrite | None = None,
         written_numbers: Mapping[str, str] | None = None,
-        own_options: Callable[[WorkflowDefinition], Mapping[str, Any]] | None = None,
     ) -> RunState: ...
 
 

@@ -246,8 +246,13 @@ def require_resolve_intent(claims: TokenClaims) -> None:
 
 
 def raise_inspect_only(claims: TokenClaims) -> NoReturn:
+    raise inspect_only(claims)
+
+
+def inspect_only(claims: TokenClaims) -> Forbidden:
+    """The refusal of a decision by a token that may only inspect (or whose resolve names no one it acts for)."""
     why = " (it acts for no one)" if claims.intent == "resolve" else ""
-    raise Forbidden(f"this token may inspect the interrupt but not resolve it{why}", {"intent": claims.intent})
+    return Forbidden(f"this token may inspect the interrupt but not resolve it{why}", {"intent": claims.intent})
 
 
 def existed(state: RunState, node_id: str, interrupt_id: str) -> bool:

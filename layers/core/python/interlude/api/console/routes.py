@@ -628,7 +628,7 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
             signed.principal, run_id, node_id, value, surface="console", written_numbers=typed_spellings(form)
         )
     except forms.FormError as exc:
-        return refused(signed, back, run_id, node_id, step, exc, form, form_refusal(exc))
+        return refused(signed, back, run_id, node_id, step, exc, form, exc.as_refusal())
     except DomainError as exc:
         if isinstance(exc, Unauthenticated):
             raise
@@ -700,11 +700,6 @@ def refused(
     notice = Notice("bad", "That was not accepted", f"{step}: {exc} Nothing was changed.")
     filled = (run_id, node_id, forms.Answer(form, exc.fields))
     return refused_as_asked(refusal, lambda: after_decision(signed, back, run_id, notice, 400, filled))
-
-
-def form_refusal(exc: forms.FormError) -> Invalid:
-    """A form that makes no value, as an API client is told it: what to fix beside each field, by the field's name."""
-    return Invalid(str(exc), {"fields": exc.fields} if exc.fields else None)
 
 
 def refused_with(exc: DomainError, page: Callable[[int], Response]) -> Response:
@@ -1114,7 +1109,7 @@ def console_start_run(signed: Signed, form: dict[str, list[str]], workflowId: st
         request = parse(CreateRunRequest, {"workflowId": workflow_id, "inputs": inputs, "tags": tags}, "run")
         state = services().lifecycle.create_run(signed.principal, request, written_numbers=typed_spellings(form))
     except forms.FormError as exc:
-        return not_started(signed, workflow_id, str(exc), forms.Answer(form, exc.fields), form_refusal(exc))
+        return not_started(signed, workflow_id, str(exc), forms.Answer(form, exc.fields), exc.as_refusal())
     except DomainError as exc:
         if isinstance(exc, Unauthenticated) or status_of(exc) != 400:
             raise

@@ -32,6 +32,7 @@ from interlude.api.page.fields import (
     read_object,
 )
 from interlude.api.page.posted import one
+from interlude.domain.errors import Invalid
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.rules.answer_schema import (
     MAX_CONTROLS,
@@ -73,6 +74,11 @@ class FormError(ValueError):
     def __init__(self, message: str, fields: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.fields = dict(fields or {})
+
+    def as_refusal(self) -> Invalid:
+        """This form's problem as an API client is told it (http.refused_as_asked): what to fix beside each field, by
+        the field's name."""
+        return Invalid(str(self), {"fields": self.fields} if self.fields else None)
 
 
 # -- the model the templates draw ---------------------------------------------------------------------------

@@ -178,6 +178,13 @@ class WorkflowDefinition(FrozenStored):
     def display_name(self, workflow_id: str) -> str | None:
         return workflow_display_name(self.name, workflow_id)
 
+    def own_run_options(self) -> dict[str, Any]:
+        """The run options the definition gives its runs, each taken where a run's request gives none, on either face
+        (app/lifecycle.under_request): a ModuleX definition's `config.recursion_limit`, which its translation keeps as
+        `recursionLimit` (at most the engine's ceiling: its model refuses more); none for an OpenWOP definition."""
+        limit = (self.metadata.get(MODULEX_METADATA) or {}).get("recursionLimit")
+        return {} if limit is None else {"recursionLimit": limit}
+
     def incoming(self, node_id: str) -> list[Edge]:
         return [e for e in self.edges if e.targetNodeId == node_id]
 

@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,9 +31,6 @@ from interlude.domain.models import new_list
 from interlude.faces.modulex import nodes, tasks
 from interlude.faces.modulex.fields import PYDANTIC_TYPE, JsonBoolean, JsonInteger, JsonNumber, JsonType, is_json
 from interlude.faces.modulex.references import engine_id
-
-if TYPE_CHECKING:
-    from interlude.domain.models.workflow import WorkflowDefinition
 
 START_NAMES = frozenset({"__start__", "START", "start"})
 START_NODE = "__start__"
@@ -50,22 +47,21 @@ class Invalid(Exception):
         super().__init__("; ".join(e["msg"] for e in errors))
         self.errors = errors
 
-    def under(self, field: str) -> "Invalid":
-        """The same problems placed under another body field than an inline run's `workflow` (a deployed workflow's
-        `workflow_schema`), so the place and the message name the field the caller sent."""
-        errors = []
-        for error in self.errors:
-            loc, msg = list(error["loc"]), error["msg"]
-            if loc[1:2] == ["workflow"]:
-                loc[1] = field
-            if msg.startswith(("workflow.", "workflow:")):
-                msg = field + msg.removeprefix("workflow")
-            errors.append({**error, "loc": loc, "msg": msg})
-        return Invalid(errors)
-
 
 def _err(loc: list[Any], msg: str, kind: str = "value_error") -> dict[str, Any]:
     return {"loc": loc, "msg": msg, "type": kind}
+
+
+class _Problems(list[dict[str, Any]]):
+    """The problems found in a definition, each placed under the body field the caller sent it in (`workflow` for an
+    inline run, `workflow_schema` for a deployed workflow), so its `loc` and its message name that field as made."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__()
+        self.field = field
+
+    def at(self, *path: Any) -> list[Any]:
+        return ["body", self.field, *path]
 
 
 class _Tolerant(BaseModel):
@@ -239,9 +235,9 @@ def _unrunnable_type(node: MxNode) -> str:
     return f"node {node.id!r} has unknown type {node.type!r}; known: {', '.join(RUNNABLE_TYPES)}"
 
 
-def _node_config(i: int, node: MxNode, errors: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+def _node_config(i: int, node: MxNode, errors: _Problems) -> tuple[str, dict[str, Any]] | None:
     """(engine typeId, engine config) for a runnable node; records errors otherwise."""
-    loc: list[Any] = ["body", "workflow", "nodes", i]
+    loc = errors.at("nodes", i)
     runnable = _RUNNABLE.get(node.type)
     if runnable is None:
         errors.append(_err(loc + ["type"], _unrunnable_type(node)))
@@ -263,18 +259,18 @@ def _node_config(i: int, node: MxNode, errors: list[dict[str, Any]]) -> tuple[st
     return None if problems else (f"modulex.{node.type}", parsed.model_dump(mode="json", exclude_none=True))
 
 
-def _parse(raw: Any) -> MxWorkflow:
+def _parse(raw: Any, field: str) -> MxWorkflow:
     if not isinstance(raw, dict):
-        raise Invalid([_err(["body", "workflow"], "workflow must be an object")])
+        raise Invalid([_err(["body", field], f"{field} must be an object")])
     try:
         return MxWorkflow.model_validate(raw)
     except ValidationError as exc:
-        raise Invalid(_pydantic_errors(exc, ["body", "workflow"])) from None
+        raise Invalid(_pydantic_errors(exc, ["body", field])) from None
 
 
-def _check_ids(ids: list[str], errors: list[dict[str, Any]]) -> None:
+def _check_ids(ids: list[str], errors: _Problems) -> None:
     for i, node_id in enumerate(ids):
-        loc = ["body", "workflow", "nodes", i, "id"]
+        loc = errors.at("nodes", i, "id")
         if node_id in START_NAMES or node_id in nodes.END_TARGETS:
             errors.append(_err(loc, f"node id {node_id!r} is reserved"))
         elif not AUTHOR_ID_RE.fullmatch(engine_id(node_id)):
@@ -305,12 +301,12 @@ def _engine_node(node: MxNode, type_id: str, config: dict[str, Any]) -> dict[str
     return entry
 
 
-def _routes(i: int, node: MxNode, config: dict[str, Any], known: set[str], errors: list[dict[str, Any]]) -> list[str]:
+def _routes(i: int, node: MxNode, config: dict[str, Any], known: set[str], errors: _Problems) -> list[str]:
     """A conditional's targets; records those that name no node."""
     targets = nodes.ConditionalConfig.model_validate(config).targets()
     errors.extend(
         _err(
-            ["body", "workflow", "nodes", i, "conditional_config"],
+            errors.at("nodes", i, "conditional_config"),
             f"conditional node {node.id!r} routes to {target!r}, which names no node",
         )
         for target in targets
@@ -319,7 +315,7 @@ def _routes(i: int, node: MxNode, config: dict[str, Any], known: set[str], error
     return targets
 
 
-def _translate_nodes(mx_nodes: list[MxNode], known: set[str], errors: list[dict[str, Any]]) -> _Translated:
+def _translate_nodes(mx_nodes: list[MxNode], known: set[str], errors: _Problems) -> _Translated:
     out = _Translated()
     for i, node in enumerate(mx_nodes):
         # A disabled node passes the run through without doing anything.
@@ -337,14 +333,14 @@ def _translate_nodes(mx_nodes: list[MxNode], known: set[str], errors: list[dict[
     return out
 
 
-def _failure_route(i: int, node: MxNode, known: set[str], errors: list[dict[str, Any]]) -> str | None:
+def _failure_route(i: int, node: MxNode, known: set[str], errors: _Problems) -> str | None:
     """A guardrails node's failure_route (also of a disabled one, so its target stays reachable only through it);
     records one that names no node. `on_failure` travels to the worker as written: a failure_route is followed
     whenever it is set."""
     route = (node.guardrails_config or {}).get("failure_route") if node.type == "guardrails" else None
     if route is None:
         return None
-    loc = ["body", "workflow", "nodes", i, "guardrails_config", "failure_route"]
+    loc = errors.at("nodes", i, "guardrails_config", "failure_route")
     if not isinstance(route, str) or (route not in known and route not in nodes.END_TARGETS):
         errors.append(_err(loc, f"guardrails node {node.id!r} routes failures to {route!r}, which names no node"))
         return None
@@ -372,13 +368,13 @@ def _edge_problems(
 
 
 def _edges(
-    mx_edges: list[MxEdge], known: set[str], conditionals: dict[str, list[str]], errors: list[dict[str, Any]]
+    mx_edges: list[MxEdge], known: set[str], conditionals: dict[str, list[str]], errors: _Problems
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """(edges between nodes, including each conditional's routes; nodes the start edges enter)."""
     edges: list[tuple[str, str]] = []
     entries: list[str] = []
     for j, edge in enumerate(mx_edges):
-        loc: list[Any] = ["body", "workflow", "edges", j]
+        loc = errors.at("edges", j)
         if edge.condition or edge.route_map:
             errors.append(_err(loc, "conditions on edges are not supported; route with a conditional node"))
         elif edge.target in nodes.END_TARGETS:
@@ -400,22 +396,22 @@ def _entries(
     ids: list[str],
     edges: list[tuple[str, str]],
     entries: list[str],
-    errors: list[dict[str, Any]],
+    errors: _Problems,
     failure_routes: dict[str, str],
 ) -> list[str]:
     """The nodes a run starts at: the entry point, else the start edges' targets, else nodes no edge enters (a
     failure_route enters its target). Records an entry point that names no node and nodes nothing reaches."""
     if entry_point not in START_NAMES:
         if entry_point not in ids:
-            errors.append(_err(["body", "workflow", "entry_point"], f"entry_point {entry_point!r} names no node"))
+            errors.append(_err(errors.at("entry_point"), f"entry_point {entry_point!r} names no node"))
         entries = [entry_point]
     targets_of_edges = {t for _, t in edges} | set(failure_routes.values())
     if not entries:
         entries = [n for n in ids if n not in targets_of_edges]
         if not entries and not errors:
-            errors.append(_err(["body", "workflow", "edges"], "every node has an incoming edge, so none can start"))
+            errors.append(_err(errors.at("edges"), "every node has an incoming edge, so none can start"))
     errors.extend(
-        _err(["body", "workflow", "nodes", i], f"node {node_id!r} is unreachable: no edge leads to it")
+        _err(errors.at("nodes", i), f"node {node_id!r} is unreachable: no edge leads to it")
         for i, node_id in enumerate(ids)
         if node_id not in targets_of_edges and node_id not in entries
     )
@@ -478,10 +474,11 @@ def _definition(
     return definition
 
 
-def translate(raw: Any) -> dict[str, Any]:
-    """The OpenWOP workflow definition (a dict, ready for WorkflowDefinition) of a ModuleX definition."""
-    wf = _parse(raw)
-    errors: list[dict[str, Any]] = []
+def translate(raw: Any, field: str = "workflow") -> dict[str, Any]:
+    """The OpenWOP workflow definition (a dict, ready for WorkflowDefinition) of a ModuleX definition; `field`: the
+    body field the caller sent it in, which each refusal's `loc` and message name."""
+    wf = _parse(raw, field)
+    errors = _Problems(field)
     ids = [n.id for n in wf.nodes]
     known = set(ids)
     _check_ids(ids, errors)
@@ -492,13 +489,6 @@ def translate(raw: Any) -> dict[str, Any]:
         raise Invalid(errors)
     engine_nodes, engine_edges = _engine_graph(translated.nodes, edges, entries, translated.failure_routes)
     return _definition(wf, engine_nodes, engine_edges, translated.info)
-
-
-def own_run_options(definition: "WorkflowDefinition") -> dict[str, Any]:
-    """The run options a stored definition gives its runs: a ModuleX one's `config.recursion_limit` (as its model read
-    it, at most the engine's ceiling), as OpenWOP's `recursionLimit`; none for an OpenWOP definition."""
-    limit = (definition.metadata.get(META_KEY) or {}).get("recursionLimit")
-    return {} if limit is None else {"recursionLimit": limit}
 
 
 def content_id(definition: dict[str, Any]) -> str:

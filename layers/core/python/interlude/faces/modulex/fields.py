@@ -77,7 +77,7 @@ def typing_problems(body: Mapping[str, Any], types: Mapping[str, JsonType]) -> l
 def unknown_problems(body: Mapping[str, Any], fields: Sequence[str], what: str) -> list[dict[str, Any]]:
     """A detail item (pydantic's `extra_forbidden`) for each field of `body` not among `fields`, naming the fields the
     body may hold (`what`: the body's name): a misspelt field is told, never read as one left out."""
-    holds = f"{', '.join(fields[:-1])} and {fields[-1]}"
+    holds = f"{', '.join(fields[:-1])} and {fields[-1]}" if len(fields) > 1 else fields[0]
     return [
         problem([name], f"{name}: not a field of {what}, which holds {holds}", "extra_forbidden")
         for name in sorted(set(body) - set(fields))

@@ -73,7 +73,7 @@ class ModulexResumeRequest(BaseModel):
 class ModulexCancelRequest(BaseModel):
     """POST /workflows/cancel/{run_id} (the body is optional)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     reason: str | None = None
 
 
@@ -91,6 +91,7 @@ RUN_TYPES: dict[str, JsonType] = {
 }
 RESUME_FIELDS = tuple(ModulexResumeRequest.model_fields)
 RESUME_TYPES: dict[str, JsonType] = {"workflow_id": "string", "stream": "boolean"}
+CANCEL_FIELDS = tuple(ModulexCancelRequest.model_fields)
 CANCEL_TYPES: dict[str, JsonType] = {"reason": "string"}
 
 
@@ -200,7 +201,7 @@ def recursion_problems(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_configurable(config: dict[str, Any]) -> dict[str, Any]:
     """The create request's `configurable` for the request's own recursion_limit, or nothing when it gives none (the
-    workflow's own then applies: definition.own_run_options)."""
+    workflow's own then applies: WorkflowDefinition.own_run_options)."""
     recursion = config.get("recursion_limit")
     if recursion is None:
         return {}
@@ -227,6 +228,20 @@ def resume_body(body: Any) -> str:
     return body["run_id"]
 
 
+def cancel_reason(body: Any) -> str | None:
+    """The reason of a cancel request whose shape is right: no body, or an object holding only the contract's field
+    (422 naming any other, as a run, resume or workflow body: a misspelt `reason` is told, not lost), a string."""
+    if body is None:
+        return None
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object")
+    unknown = unknown_problems(body, CANCEL_FIELDS, "a cancel body")
+    if unknown:
+        raise refused(unknown)
+    check_types(body, CANCEL_TYPES)
+    return body.get("reason")
+
+
 def resumed_source(body: dict[str, Any], state: RunState) -> WorkflowSource:
     """Where the resume says the run's workflow comes from; refused when it names another workflow than the run's."""
     if body.get("workflow_id") is not None and body["workflow_id"] != state.workflowId:
@@ -234,7 +249,7 @@ def resumed_source(body: dict[str, Any], state: RunState) -> WorkflowSource:
     if body.get("workflow") is None:
         return "database"
     try:
-        inline_id = mx.content_id(mx.translate(body["workflow"]))
+        inline_id = mx.content_id(mx.translate(body["workflow"], "workflow"))
     except mx.Invalid as exc:
         raise Unprocessable(str(exc), {"errors": exc.errors}) from None
     if inline_id != state.workflowId:
@@ -303,7 +318,7 @@ class ModulexFace:
     def register_inline(self, principal: auth.Principal, raw: Any) -> str:
         """Store an inline ModuleX definition under its content id (once); that id."""
         try:
-            translated = mx.translate(raw)
+            translated = mx.translate(raw, "workflow")
         except mx.Invalid as exc:
             raise Unprocessable(str(exc), {"errors": exc.errors}) from None
         definition = WorkflowDefinition.model_validate(translated)
@@ -351,9 +366,7 @@ class ModulexFace:
         try:
             # With an Idempotency-Key, the answer is made just before the commit and committed with the run.
             # The request's recursion_limit, else the workflow's own (of the version the run runs), else the default.
-            state = self.control.create_run(
-                principal, typed, keyed.map(started) if keyed else None, written_numbers, mx.own_run_options
-            )
+            state = self.control.create_run(principal, typed, keyed.map(started) if keyed else None, written_numbers)
         except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
@@ -418,10 +431,7 @@ class ModulexFace:
     def cancel(
         self, principal: auth.Principal, wire: str, body: Any, keyed: KeyedWrite | None = None
     ) -> ModulexCancelled:
-        if body is not None and not isinstance(body, dict):
-            raise Invalid("the body must be a JSON object")
-        check_types(body or {}, CANCEL_TYPES)
-        reason = (body or {}).get("reason")
+        reason = cancel_reason(body)
         state, _ = self.load(principal, wire)
         if state.terminal:
             raise Conflict(f"the run is already {state.status}", code="interlude.run_state_invalid")

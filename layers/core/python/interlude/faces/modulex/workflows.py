@@ -306,10 +306,9 @@ def _few_tags(fields: dict[str, Any]) -> None:
 def translated(schema: dict[str, Any]) -> WorkflowDefinition:
     """The engine's definition of a ModuleX schema; 422 with FastAPI-style errors when it cannot run."""
     try:
-        raw = mx.translate(schema)
+        raw = mx.translate(schema, "workflow_schema")
     except mx.Invalid as exc:
-        placed = exc.under("workflow_schema")
-        raise Unprocessable(str(placed), {"errors": placed.errors}) from None
+        raise Unprocessable(str(exc), {"errors": exc.errors}) from None
     definition = WorkflowDefinition.model_validate(raw)
     problems = engine.check_config(definition)
     if problems:
