@@ -358,7 +358,7 @@ class StartsWithItsSettings:
         stack = Stack.of(self._function)
         # The L2 function keeps its environment to itself; its CfnFunction's properties, resolved, are what the
         # template will hold. A value given through the CfnFunction's raw overrides is not seen here.
-        properties = stack.resolve(self._function.node.default_child._cfn_properties)  # type: ignore[union-attr]
+        properties = stack.resolve(self._function.node.default_child._cfn_properties)
         rendered = properties.get("environment", {}).get("variables", {})
         # A value only the deployment knows (a reference: a queue's URL, a table's name) is not judged: None.
         environ = {name: value if isinstance(value, str) else None for name, value in rendered.items()}

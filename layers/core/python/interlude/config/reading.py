@@ -154,9 +154,9 @@ class EnvironmentSettings:
     @classmethod
     def refusals(cls, environ: Mapping[str, str | None]) -> list[str]:
         """What `from_env` would refuse in `environ`, judged before it is deployed (the construct, at synthesis):
-        None for a variable whose value only the deployment will know. Such a field counts as set, and its default
-        stands in for it; the group's conflicts are judged unless such a field holds a number or a switch (what
-        conflicts weigh)."""
+        None for a variable whose value only the deployment will know. Such a field counts as set (a required one
+        is satisfied); the group's conflicts are judged with its default standing in for it, or not at all when it
+        holds a number or a switch (what conflicts weigh: a guess there could refuse what would fit)."""
         values, problems, unknown = cls._read(environ)
         if problems:
             return problems
