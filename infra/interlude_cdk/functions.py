@@ -6,6 +6,7 @@ import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
+import jsii
 from aws_cdk import Acknowledgment, Annotations, Duration, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -14,9 +15,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
-from constructs import Construct
+from constructs import Construct, IValidation
 
-from interlude import wiring
+from interlude import config, wiring
 from interlude.adapters.metrics import DEPLOYMENT_ENV
 from interlude_cdk.layer import ARCHITECTURE, PROJECT_ROOT, RUNTIME
 from interlude_cdk.props import InterludeProps
@@ -103,6 +104,8 @@ class Functions(Construct):
             raise ValueError(f"only one function may read the table stream, wiring names {readers}")
         for spec in wiring.FUNCTIONS:
             function = self.by_name[spec.name] = self._build_function(spec)
+            # At synthesis, once function_overrides and anything after the construct have set its environment.
+            function.node.add_validation(StartsWithItsSettings(spec.name, function))
             self.invoked[spec.name] = self._alias(spec, function) if props.with_alias(spec.name) else function
             if spec.reads_stream:
                 self.stream_dlqs[spec.name] = self._connect_stream(spec, function, self.invoked[spec.name])
@@ -339,6 +342,30 @@ def queue_encryption(key: kms.IKey | None) -> dict:
     if key is None:
         return {"encryption": sqs.QueueEncryption.SQS_MANAGED}
     return {"encryption": sqs.QueueEncryption.KMS, "encryption_master_key": key}
+
+
+@jsii.implements(IValidation)
+class StartsWithItsSettings:
+    """A function whose environment its own cold start would refuse (interlude.config.check) fails the synthesis,
+    naming the function and each variable and what to lower: deployed, every invocation of it would fail. Its
+    environment is what function_overrides (or add_environment after the construct) left it."""
+
+    def __init__(self, name: str, function: lambda_.Function) -> None:
+        self._name = name
+        self._function = function
+
+    def validate(self) -> list[str]:
+        stack = Stack.of(self._function)
+        # The L2 function keeps its environment to itself; its CfnFunction's properties, resolved, are what the
+        # template will hold. A value given through the CfnFunction's raw overrides is not seen here.
+        properties = stack.resolve(self._function.node.default_child._cfn_properties)
+        rendered = properties.get("environment", {}).get("variables", {})
+        # A value only the deployment knows (a reference: a queue's URL, a table's name) is not judged: None.
+        environ = {name: value if isinstance(value, str) else None for name, value in rendered.items()}
+        return [
+            f"the {self._name} function would stop at every cold start: {problem} (docs/configuration.md)"
+            for problem in config.refusals(environ)
+        ]
 
 
 def dead_letter_queue(

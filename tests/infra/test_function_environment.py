@@ -3,12 +3,14 @@ interlude.config, or read by a library the functions use (a misspelt name would 
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
-from interlude import wiring
-from interlude.config import actions, delivery, notify, queues, runtime, scheduler, secrets  # noqa: F401 - every group
+from interlude import config, wiring
 from interlude.config.local import CliSettings, LocalStackSettings
 from interlude.config.reading import EnvironmentSettings, variables
+from interlude_cdk.functions import FUNCTIONS_DIR
 
 # Powertools' logger reads them (the service name of every line, and the log level).
 LIBRARY_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "LOG_LEVEL"}
@@ -17,8 +19,8 @@ OPERATOR_GROUPS = {CliSettings, LocalStackSettings}
 
 
 def declared() -> set[str]:
-    groups = [group for group in EnvironmentSettings.__subclasses__() if group not in OPERATOR_GROUPS]
-    assert len(groups) == 8
+    groups = [group for group, _ in config.groups()]
+    assert set(EnvironmentSettings.__subclasses__()) == {*groups, *OPERATOR_GROUPS}
     return {name for group in groups for names in variables(group).values() for name in names}
 
 
@@ -31,15 +33,10 @@ def test_every_variable_a_function_is_given_is_one_it_reads(synthesized, request
         assert unread == set(), f"{spec.name} is given {sorted(unread)}, which nothing reads"
 
 
-@pytest.mark.parametrize("synthesized", ["synth", "customer_synth"])
-def test_every_function_starts_with_the_environment_it_is_given(synthesized, request):
-    # What a deployed function's cold start checks (interlude.config.check), on the environment the construct gives
-    # it: a value resolved at deploy time (a queue's URL, a bucket's name) stands in as a name.
-    synth = request.getfixturevalue(synthesized)
-    for spec in wiring.FUNCTIONS:
-        given = {
-            name: value if isinstance(value, str) else "resolved-at-deploy"
-            for name, value in synth.env(spec.name).items()
-        }
-        for group in EnvironmentSettings.__subclasses__():
-            group.from_env(given)  # raises ConfigError naming what the function could not use
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_every_function_reads_every_settings_group_at_its_cold_start(spec):
+    # So config.groups() is what each function reads, and the construct judges every function's environment by all
+    # of them at synthesis (interlude_cdk.functions.StartsWithItsSettings; tests/infra/test_settings_at_synth.py).
+    handler = ast.parse((FUNCTIONS_DIR / spec.name / "handler.py").read_text())
+    calls = [node for node in ast.walk(handler) if isinstance(node, ast.Call)]
+    assert any(ast.unparse(call) == "config.check()" for call in calls), spec.name

@@ -17,6 +17,7 @@ from interlude.config.actions import ActionSettings
 from interlude.config.delivery import DeliverySettings
 from interlude.config.local import CliSettings, LocalStackSettings
 from interlude.config.notify import NotifySettings
+from interlude.engine import actions as engine_actions
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "layers" / "core" / "python" / "interlude"
@@ -109,12 +110,12 @@ def test_every_problem_of_a_group_is_named_at_once():
     )
 
 
-def test_values_are_parsed_by_type_bounded_and_an_empty_variable_is_unset():
+def test_values_are_parsed_by_type_and_an_empty_variable_is_unset():
     read = DeliverySettings.from_env(
         {
             "PUBLIC_BASE_URL": "https://approvals.example.com/",
-            "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "0",
-            "INTERLUDE_CALLBACK_BACKOFF_CAP_S": str(24 * 3600),
+            "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "1",
+            "INTERLUDE_CALLBACK_BACKOFF_CAP_S": str(12 * 3600),
             "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "on",
             "INTERLUDE_CALLBACK_CA_FILE": "",
         }
@@ -124,7 +125,6 @@ def test_values_are_parsed_by_type_bounded_and_an_empty_variable_is_unset():
     assert read.backoff_cap_s == 12 * 3600  # SQS's longest visibility timeout
     assert read.allow_loopback is True
     assert read.ca_file is None
-    assert Settings.from_env({**TABLES, "INTERLUDE_STREAM_HOLD_SECONDS": "60"}).stream_hold_seconds == 25
     # The actions' CA bundle falls back to the callbacks' one.
     assert ActionSettings.from_env({"INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}).ca_file == "/ca.pem"
     both = {"INTERLUDE_ACTION_CA_FILE": "/actions.pem", "INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}
@@ -141,6 +141,32 @@ def test_the_key_cache_bound_is_a_number_of_seconds_within_its_range_or_the_cold
         with pytest.raises(ConfigError) as refused:
             Settings.from_env({**TABLES, "INTERLUDE_KEY_CACHE_SECONDS": raw})
         assert str(refused.value) == f"INTERLUDE_KEY_CACHE_SECONDS={raw!r}: {says}"
+
+
+@pytest.mark.parametrize(
+    ("group", "variable", "value", "says"),
+    [
+        (Settings, "INTERLUDE_STREAM_HOLD_SECONDS", "25.5", "at most 25, not 25.5"),
+        (DeliverySettings, "INTERLUDE_CALLBACK_MAX_ATTEMPTS", "0", "at least 1, not 0"),
+        (DeliverySettings, "INTERLUDE_CALLBACK_BACKOFF_CAP_S", "43201", "at most 43200, not 43201"),
+        (NotifySettings, "INTERLUDE_NOTIFY_MAX_ATTEMPTS", "-1", "at least 1, not -1"),
+        (NotifySettings, "INTERLUDE_NOTIFY_BACKOFF_CAP_S", str(24 * 3600), "at most 43200, not 86400"),
+        (ActionSettings, "INTERLUDE_ACTION_BACKOFF_CAP_S", "43200.5", "at most 43200, not 43200.5"),
+    ],
+)
+def test_a_value_outside_its_bounds_is_refused_naming_the_bound_not_held_at_it(group, variable, value, says):
+    """A value the operator chose is never silently changed (docs/adr/0205): before, each of these was taken as its
+    bound (a stream hold of 60 s held 25 s, 0 attempts made 1)."""
+    with pytest.raises(ConfigError) as refused:
+        group.from_env({**TABLES, variable: value})
+    assert str(refused.value) == f"{variable}={value!r}: {says}"
+
+
+def test_a_value_outside_its_bounds_stops_the_cold_start():
+    started = cold_start("api", **TABLES, INTERLUDE_STREAM_HOLD_SECONDS="60")
+    assert started.returncode != 0
+    assert "ConfigError: INTERLUDE_STREAM_HOLD_SECONDS='60': at most 25, not 60" in started.stderr
+    assert cold_start("api", **TABLES, INTERLUDE_STREAM_HOLD_SECONDS="25").returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -210,6 +236,50 @@ def test_notification_attempts_and_backoff_cap_whose_waits_outlast_their_queues_
     # The shipped attempts fit under the longest cap SQS allows.
     longest_cap = {"INTERLUDE_NOTIFY_BACKOFF_CAP_S": str(12 * 3600)}
     assert NotifySettings.from_env(longest_cap).max_attempts == wiring.NOTIFY_MAX_ATTEMPTS
+
+
+def test_an_action_backoff_cap_whose_waits_outlast_the_actions_queues_retention_stops_the_cold_start():
+    """A core.http node may ask for up to wiring.ACTION_MAX_ATTEMPTS attempts, each wait up to the cap (a Retry-After):
+    the cap must let the longest round end while the actions queue keeps its message."""
+    queue = wiring.queue("actions")
+    within = queue.retention_s - queue.visibility_timeout_s
+    cap = within // (wiring.ACTION_MAX_ATTEMPTS - 1)
+    assert ActionSettings.from_env({"INTERLUDE_ACTION_BACKOFF_CAP_S": str(cap)}).backoff_cap_s == cap
+    with pytest.raises(ConfigError) as refused:
+        ActionSettings.from_env({"INTERLUDE_ACTION_BACKOFF_CAP_S": str(cap + 1)})
+    assert str(refused.value) == (
+        f"core.http maxAttempts={wiring.ACTION_MAX_ATTEMPTS} with INTERLUDE_ACTION_BACKOFF_CAP_S={cap + 1}: their "
+        f"worst-case wait ({wiring.ACTION_MAX_ATTEMPTS - 1} x {cap + 1} s = {(wiring.ACTION_MAX_ATTEMPTS - 1) * (cap + 1)} "
+        f"s) must be at most {within} s, the actions queue's message retention less one visibility timeout; lower "
+        f"INTERLUDE_ACTION_BACKOFF_CAP_S to at most {cap} s"
+    )
+    # The engine refuses a definition asking for more attempts than the bound assumes.
+    assert engine_actions.MAX_ATTEMPTS == wiring.ACTION_MAX_ATTEMPTS
+    started = cold_start("actions", **TABLES, INTERLUDE_ACTION_BACKOFF_CAP_S=str(12 * 3600))
+    assert started.returncode != 0
+    assert "INTERLUDE_ACTION_BACKOFF_CAP_S=43200: their worst-case wait" in started.stderr
+
+
+def test_a_function_environment_is_judged_before_deploying_as_its_cold_start_would_read_it():
+    """What the construct asks at synthesis (config.refusals): every group's refusals, a value known only once
+    deployed (None) counted as set and left unjudged."""
+    deployed = {"TABLE_NAME": None, "ENTRIES_TABLE_NAME": None, "CALLBACK_QUEUE_URL": None}
+    assert config.refusals(deployed) == []
+    assert config.refusals({}) == ["TABLE_NAME is not set", "ENTRIES_TABLE_NAME is not set"]
+    refused = config.refusals(
+        {**deployed, "INTERLUDE_CALLBACK_BACKOFF_CAP_S": "40000", "INTERLUDE_STREAM_HOLD_SECONDS": "60"}
+    )
+    assert [problem.split(":")[0] for problem in refused] == [
+        "INTERLUDE_STREAM_HOLD_SECONDS='60'",
+        "INTERLUDE_CALLBACK_MAX_ATTEMPTS=10 with INTERLUDE_CALLBACK_BACKOFF_CAP_S=40000",
+    ]
+    # Each is what the cold start itself says.
+    with pytest.raises(ConfigError) as started:
+        DeliverySettings.from_env({"INTERLUDE_CALLBACK_BACKOFF_CAP_S": "40000"})
+    assert str(started.value) == refused[1]
+    # Attempts known only once deployed: a cap that outlasts the default attempts may fit them, so it is not refused.
+    unknown_attempts = {"INTERLUDE_CALLBACK_MAX_ATTEMPTS": None, "INTERLUDE_CALLBACK_BACKOFF_CAP_S": "40000"}
+    assert config.refusals({**deployed, **unknown_attempts}) == []
 
 
 def test_the_cli_and_the_local_stack_read_their_variables_as_every_group_does():

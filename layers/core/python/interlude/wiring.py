@@ -605,6 +605,9 @@ class Queue(NamedTuple):
 CALLBACK_MAX_ATTEMPTS = 10
 # Attempts per notification (issue 14).
 NOTIFY_MAX_ATTEMPTS = 8
+# The most attempts a core.http node may ask for (its `maxAttempts`, engine.actions): the actions settings' bound on
+# how long a round may wait (config.actions) takes the worst a definition may choose.
+ACTION_MAX_ATTEMPTS = 10
 # What an SQS event source mapping needs on its queue (what CDK's SqsEventSource grants, nothing more).
 QUEUE_CONSUME_ACTIONS = (
     "sqs:ReceiveMessage",
@@ -670,9 +673,9 @@ QUEUES: tuple[Queue, ...] = (
         # works on for the claim's lease instead, so a crashed attempt is taken over after the lease, not this.
         visibility_timeout_s=360,
         dead_letter="actions-dlq",
-        # Retries of the action itself are counted by its effect record (core.http maxAttempts, at most 10); the
-        # redrive catches a message that crashes the worker every time.
-        max_receive_count=20,
+        # Retries of the action itself are counted by its effect record (core.http maxAttempts, at most
+        # ACTION_MAX_ATTEMPTS); the redrive catches a message that crashes the worker every time.
+        max_receive_count=2 * ACTION_MAX_ATTEMPTS,
     ),
     # Issue 14: one message per recipient per purpose (raised, reminder n, escalation) of an interrupt visit.
     Queue(name="notifications-dlq", url_env="NOTIFICATION_DLQ_URL", retention_s=14 * 24 * 3600),

@@ -6,6 +6,8 @@ when they are read); each field's default is written once, beside its variable.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from interlude import wiring
 from interlude.config.reading import ConfigError, EnvironmentSettings, cached, forget, setting, variables
 
@@ -19,7 +21,9 @@ __all__ = [
     "Settings",
     "check",
     "forget",
+    "groups",
     "key_cache_seconds",
+    "refusals",
     "settings",
 ]
 
@@ -102,26 +106,38 @@ ENVIRONMENT = {name: names[0] for name, names in variables(Settings).items()}
 settings = cached(Settings.from_env)
 
 
+def groups() -> tuple[tuple[type[EnvironmentSettings], Callable[[], object]], ...]:
+    """Every settings group a function reads, with its cached reading: every entry point reads them all at its cold
+    start (`check`), so a function's environment must satisfy each one, which the construct judges before deploying
+    it (`refusals`)."""
+    from interlude.config import actions, delivery, notify, queues, runtime, scheduler, secrets
+
+    return (
+        (Settings, settings),
+        (delivery.DeliverySettings, delivery.delivery_settings),
+        (notify.NotifySettings, notify.notify_settings),
+        (actions.ActionSettings, actions.action_settings),
+        (queues.QueueSettings, queues.queue_settings),
+        (runtime.RuntimeSettings, runtime.runtime_settings),
+        (scheduler.SchedulerSettings, scheduler.scheduler_settings),
+        (secrets.CreatedSecrets, secrets.created_secrets),
+    )
+
+
 def check() -> None:
     """Read every settings group (an entry point's cold start): missing or malformed variables stop it here, each
     named in one ConfigError, rather than failing a request later."""
-    from interlude.config import actions, delivery, notify, queues, runtime, scheduler, secrets
-
-    groups = (
-        settings,
-        delivery.delivery_settings,
-        notify.notify_settings,
-        actions.action_settings,
-        queues.queue_settings,
-        runtime.runtime_settings,
-        scheduler.scheduler_settings,
-        secrets.created_secrets,
-    )
     problems = []
-    for read in groups:
+    for _, read in groups():
         try:
             read()
         except ConfigError as refused:
             problems.append(str(refused))
     if problems:
         raise ConfigError("; ".join(problems))
+
+
+def refusals(environ: Mapping[str, str | None]) -> list[str]:
+    """What a cold start (`check`) would refuse in a function's environment `environ`, judged before it is deployed:
+    None for a variable whose value only the deployment will know (EnvironmentSettings.refusals)."""
+    return [problem for group, _ in groups() for problem in group.refusals(environ)]

@@ -60,18 +60,23 @@ def worst_case_wait_s(attempts: int, backoff_cap_s: float) -> float:
     return (attempts - 1) * backoff_cap_s
 
 
-def waits_outlasting(queue: wiring.Queue, attempts: tuple[str, int], backoff_cap: tuple[str, float]) -> list[str]:
-    """The conflict, naming both variables, when a round of `attempts` waiting `backoff_cap` each time would outlast
-    its message in `queue`: its last attempts would be lost with the message. Refused, not clamped, for either
-    setting could be the one to lower and the operator chose both."""
-    (attempts_env, count), (cap_env, cap) = attempts, backoff_cap
+def waits_outlasting(
+    queue: wiring.Queue, attempts: tuple[str, int], backoff_cap: tuple[str, float], *, attempts_settable: bool = True
+) -> list[str]:
+    """The conflict, naming both settings and how far to lower each, when a round of `attempts` waiting `backoff_cap`
+    each time would outlast its message in `queue`: its last attempts would be lost with the message. Refused, not
+    clamped, for either setting could be the one to lower and the operator chose both (only the cap, when the
+    attempts are not the operator's: `attempts_settable`)."""
+    (attempts_name, count), (cap_env, cap) = attempts, backoff_cap
     wait, within = worst_case_wait_s(count, cap), waits_within_s(queue)
     if wait <= within:
         return []
+    lower = f"lower {cap_env} to at most {within // (count - 1)} s"
+    if attempts_settable:
+        lower += f" or {attempts_name} to at most {int(within // cap) + 1}"
     return [
-        f"{attempts_env}={count} with {cap_env}={cap:g}: their worst-case wait ({count - 1} x {cap:g} s = {wait:g} s) "
-        f"must be at most {within} s, the {queue.name} queue's message retention less one visibility timeout; "
-        "lower either"
+        f"{attempts_name}={count} with {cap_env}={cap:g}: their worst-case wait ({count - 1} x {cap:g} s = {wait:g} s) "
+        f"must be at most {within} s, the {queue.name} queue's message retention less one visibility timeout; {lower}"
     ]
 
 

@@ -23,6 +23,8 @@ from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 _REQUIRED: Any = object()
+# What a required field whose value is known only once deployed is judged with (EnvironmentSettings.refusals).
+UNKNOWN = "(known once deployed)"
 # A switch's words (any case); anything else stops the cold start rather than guessing.
 SWITCH_WORDS = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
 
@@ -84,10 +86,16 @@ class Setting:
         return dict(self.default) if isinstance(self.default, dict) else self.default
 
     def read(self, raw: str) -> Any:
-        value = self.parse(raw)
-        if self.at_least is not None:
-            value = max(self.at_least, value)
-        return min(self.at_most, value) if self.at_most is not None else value
+        try:
+            value: Any = self.parse(raw)
+        except ValueError as refused:
+            raise ValueError(_NOT.get(self.parse) or str(refused)) from None
+        # Refused, not held at the bound: a value the operator chose is never silently changed (docs/adr/0205).
+        if self.at_least is not None and value < self.at_least:
+            raise ValueError(f"at least {self.at_least:g}, not {value:g}")
+        if self.at_most is not None and value > self.at_most:
+            raise ValueError(f"at most {self.at_most:g}, not {value:g}")
+        return value
 
 
 def setting(
@@ -99,7 +107,7 @@ def setting(
     at_most: float | None = None,
 ) -> Any:
     """A field set by the first of `variables` that is set and not empty, else `default` (without one: required).
-    Parsed by `parse` or by the default's type; a number is then held within [at_least, at_most]."""
+    Parsed by `parse` or by the default's type; a number outside [at_least, at_most] is refused."""
     return Setting((variables,) if isinstance(variables, str) else variables, default, parse, at_least, at_most)
 
 
@@ -134,20 +142,7 @@ class EnvironmentSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        problems: list[str] = []
-        for field, spec in cls._settings.items():
-            found = next(((name, env[name]) for name in spec.variables if env.get(name)), None)
-            if found is None:
-                if spec.default is _REQUIRED:
-                    problems.append(f"{spec.variables[0]} is not set")
-                continue
-            name, raw = found
-            try:
-                values[field] = spec.read(raw)
-            except ValueError as exc:
-                problems.append(f"{name}={raw!r}: {_NOT.get(spec.parse) or exc}")
+        values, problems, _ = cls._read(os.environ if environ is None else environ)
         if problems:
             raise ConfigError("; ".join(problems))
         read = cls(**values)
@@ -155,6 +150,45 @@ class EnvironmentSettings:
         if conflicts:
             raise ConfigError("; ".join(conflicts))
         return read
+
+    @classmethod
+    def refusals(cls, environ: Mapping[str, str | None]) -> list[str]:
+        """What `from_env` would refuse in `environ`, judged before it is deployed (the construct, at synthesis):
+        None for a variable whose value only the deployment will know. Such a field counts as set (a required one
+        is satisfied); the group's conflicts are judged with its default standing in for it, or not at all when it
+        holds a number or a switch (what conflicts weigh: a guess there could refuse what would fit)."""
+        values, problems, unknown = cls._read(environ)
+        if problems:
+            return problems
+        specs = [cls._settings[field] for field in unknown]
+        if any(isinstance(spec.default, int | float) for spec in specs):
+            return []
+        # Every required field is text (a table's name): any text stands in for it.
+        values.update({field: UNKNOWN for field in unknown if cls._settings[field].default is _REQUIRED})
+        return cls(**values).conflicts()
+
+    @classmethod
+    def _read(cls, env: Mapping[str, str | None]) -> tuple[dict[str, Any], list[str], list[str]]:
+        """The fields' values as read, the problems of each variable that could not be used, and the fields set by
+        a variable whose value is not known yet (None)."""
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        unknown: list[str] = []
+        for field, spec in cls._settings.items():
+            found = next(((name, env[name]) for name in spec.variables if env.get(name, "") != ""), None)
+            if found is None:
+                if spec.default is _REQUIRED:
+                    problems.append(f"{spec.variables[0]} is not set")
+                continue
+            name, raw = found
+            if raw is None:
+                unknown.append(field)
+                continue
+            try:
+                values[field] = spec.read(raw)
+            except ValueError as exc:
+                problems.append(f"{name}={raw!r}: {exc}")
+        return values, problems, unknown
 
     def conflicts(self) -> list[str]:
         """What is wrong with the group's values taken together, each naming its variables (none by default)."""

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from interlude import wiring
 from interlude.domain.budgets import BudgetExceeded, Meter, json_size
 from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
 from interlude.domain.models import FrozenStored, new_list
@@ -44,7 +45,7 @@ MAX_EFFECT_KEY = 256
 DEFAULT_TIMEOUT_MS = 15_000
 MAX_TIMEOUT_MS = 30_000
 DEFAULT_ATTEMPTS = 5
-MAX_ATTEMPTS = 10
+MAX_ATTEMPTS = wiring.ACTION_MAX_ATTEMPTS
 
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 SECRET_REF_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
