@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tarfile
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -37,6 +40,7 @@ from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
+from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX
 from interlude.local.schedules import SchedulePump
 from interlude.local.ttl import TtlPump
 from interlude.rules.retention import DAY_S, run_expiry
@@ -49,9 +53,11 @@ from tests.integration import test_actions as actions_tests
 from tests.integration import test_migrations as migrations_tests
 from tests.integration import test_retention as retention_tests
 from tests.integration import test_tenant_lifecycle as lifecycle_tests
+from tests.integration import test_upgrade as upgrade_tests
 from tests.integration.conftest import clear_of_a_month_end, state_of
 from tests.integration.test_notify_worker import sent_mail
 from tests.integration.test_tenant_lifecycle import Tenant, call, naming, operator, secrets_naming, wiring_tables
+from tests.support.local_stack import until
 from tests.support.moto_world import TABLE
 from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver, delivering_to_loopback
@@ -513,6 +519,84 @@ def test_an_operators_action_at_a_turn_of_the_sweeps_hand_back_is_the_one_that_s
         assert Records(Store(*wiring_tables())).handing_back() == []
 
 
+def suspending_at(outside: Any, monkeypatch: pytest.MonkeyPatch, tenant: str, piece: int, before: bool) -> list[str]:
+    """`outside.hand_back` made to suspend `tenant` (the operator, from another terminal) at the hand back of its
+    `piece`-th piece (1 is the first), just `before` the piece goes back or just after: what went back, by destination."""
+    hand_back, went = outside.hand_back, []
+
+    def handing_back(name: str, held: Any) -> None:
+        at = len(went) + 1 == piece
+        if at and before:
+            assert operator("suspend", tenant=name)["status"] == "suspended"
+        hand_back(name, held)
+        went.append(held.destination)
+        if at and not before:
+            assert operator("suspend", tenant=name)["status"] == "suspended"
+
+    monkeypatch.setattr(outside, "hand_back", handing_back)
+    return went
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.usefixtures("loopback_delivery")
+def test_a_suspension_while_a_batch_of_held_work_goes_back_stops_it_at_the_next_piece(
+    env, monkeypatch, clock_file, receiver
+):
+    tenant = Tenant(f"{env.tenant}-midbatch")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    # Given a suspended tenant holding four pieces of work, all in one batch of its resume's hand back
+    with monkeypatch.context() as patched:
+        went = suspending_at(admin.lifecycle().outside, patched, tenant.name, piece=1, before=False)
+        # When the operator suspends it again once the first piece went back
+        answer = admin.perform({"operation": "resume", "tenant": tenant.name}, lambda: True)
+    # Then the batch stopped there: the rest of it stays held for the next resume, and the answer says so
+    assert went == ["deadline"]
+    assert (answer["status"], answer["handedBack"], answer["remaining"]) == ("suspended", 1, False)
+    assert sorted(h.destination for h in held.held()) == ["queue:callbacks", "queue:notifications", "queue:outbox"]
+    # and when the operator resumes it at last, every run goes on as it would have
+    assert operator("resume", tenant=tenant.name)["status"] == "active"
+    clock.advance(clock_file, 60)
+    assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1  # its deadline, handed back to the scheduler
+    held.went_on()
+
+
+# A world of its own: the sweep hands back the held work of every tenant listed, whichever test listed it.
+@pytest.mark.private_world
+@pytest.mark.usefixtures("loopback_delivery")
+def test_work_held_again_as_it_goes_back_keeps_its_new_holding(env, monkeypatch, clock_file, receiver):
+    tenant = Tenant(f"{env.tenant}-reheld")
+    held = Held(tenant, receiver, clock_file, env.queues)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    # Given a resume whose call stopped before it handed anything back, which the per-minute sweep takes over (the
+    # timeouts function: a held deadline is fired there, at once)
+    assert admin.perform({"operation": "resume", "tenant": tenant.name}, lifecycle_tests.steps(0))["remaining"]
+    clock.advance(clock_file, tenant_lifecycle.HAND_BACK_LEASE_S + 1)
+    sweep = lambda_runtime.handler_module("timeouts").tenants()
+    listed = TenantRecords(Store(*wiring_tables())).handing_back()
+    before = {h.destination: h for h in held.held()}
+    # When the operator suspends the tenant just as its deadline goes back (after the sweep saw it still active): the
+    # deadline, fired for a suspended tenant, is held again, under the same key
+    with monkeypatch.context() as patched:
+        went = suspending_at(sweep.outside, patched, tenant.name, piece=1, before=True)
+        handed = sweep.hand_back_left(listed, lambda: True)
+    # Then the deadline's new holding is kept, not deleted as the holding that went back
+    again = {h.destination: h for h in held.held()}
+    assert "deadline" in again
+    assert again["deadline"].sk == before["deadline"].sk
+    assert again["deadline"].holding != before["deadline"].holding
+    # and counted as handed back by no one; nothing else went back (the tenant is suspended)
+    assert (went, handed) == (["deadline"], 0)
+    assert sorted(again) == ["deadline", "queue:callbacks", "queue:notifications", "queue:outbox"]
+    # and when the operator resumes it, every run goes on as it would have: its deadline fired
+    resumed = operator("resume", tenant=tenant.name)
+    assert (resumed["status"], resumed["handedBack"]) == ("active", 4)
+    clock.advance(clock_file, 60)
+    assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
+    held.went_on()
+
+
 @pytest.mark.private_world  # the deletion reads the whole table
 def test_a_deletion_that_has_not_finished_is_listed_in_words_with_the_command_that_goes_on(env):
     gone = Tenant(f"{env.tenant}-halfway")
@@ -736,6 +820,99 @@ def test_an_operator_call_is_waited_for_as_long_as_the_function_may_run():
     client = tenants.operator_client("http://127.0.0.1:9")
     # A deletion's call takes up to the function's timeout less a minute: the CLI does not give up on it before
     assert client.meta.config.read_timeout >= admin.timeout_s
+
+
+# -- a CLI of this release and an operator surface of the previous one (a rollback) -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def previous_admin(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """The previous release's `admin` function behind its local stack's loopback Lambda endpoint, each call out of time
+    after one batch of held work; two suspended tenants each holding more than a batch (tests/upgrade/previous_release.py
+    `admin`): the state file `--local` reads, and the tenants."""
+    work = tmp_path_factory.mktemp("previous-admin")
+    with tarfile.open(upgrade_tests.ARCHIVE) as archive:
+        archive.extractall(work / "previous", filter="data")
+    root = work / "previous"
+    outside = ("AWS_", "INTERLUDE_", "TABLE_NAME", "ENTRIES_TABLE_NAME", "MOTO_")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(outside)}
+    environment["PYTHONPATH"] = str(root / "layers" / "core" / "python")
+    state, said = work / "local.json", work / "said"
+    with said.open("w") as out, (work / "log").open("w") as log:
+        serving = subprocess.Popen(
+            [sys.executable, str(upgrade_tests.READER), "admin", str(state)],
+            cwd=root,
+            env=environment,
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=log,
+            text=True,
+        )
+
+    def started() -> str | None:
+        # Its one line (the previous release's own log lines may come before it); a helper that stopped says why
+        line = next((line for line in said.read_text().splitlines() if line.startswith('{"release"')), None)
+        assert line is not None or serving.poll() is None, (work / "log").read_text()[-4000:]
+        return line
+
+    try:
+        line = until(started, 120)
+        assert line is not None, "the previous release's stack did not start"
+        yield {"state": str(state), **json.loads(line)}
+    finally:
+        assert serving.stdin is not None
+        serving.stdin.close()
+        serving.wait(60)
+
+
+def test_a_resume_against_the_previous_releases_operator_surface_goes_on_as_that_release_does(previous_admin):
+    tenant = previous_admin["tenants"][0]
+    # Given a tenant of a deployment rolled back to the previous release, suspended with more held work than one call
+    # of its resume hands back
+    # When the operator resumes it with this release's CLI
+    done = run_cli("tenants", "resume", tenant, "--local", "--state-file", previous_admin["state"])
+    # Then the later calls, which that release refuses as this one makes them, are made as it makes them: all of the
+    # held work went back, and the tenant is active
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"tenant {tenant} is active; {previous_admin['held']} held piece(s) of work went on"
+    listed = run_cli("tenants", "list", "--local", "--state-file", previous_admin["state"], "--json")
+    assert {t["tenant"]: t["status"] for t in json.loads(listed.stdout)["tenants"]}[tenant] == "active"
+    # and the operator is told, in words, what an earlier release's resume does
+    (note,) = done.stderr.splitlines()
+    assert note.startswith("the deployment runs an earlier release of Interlude")
+    assert "a suspension made while it goes back would be undone" in note
+    # and meets none of the protocol's names
+    assert not {"handBackOnly", "validation_error", "resume", "operation"} & set(re.findall(r"\w+", done.stdout + note))
+
+
+def test_a_suspension_between_the_previous_releases_resume_calls_is_undone_and_the_operator_is_told(
+    previous_admin, capsys
+):
+    from interlude.cli import tenants as tenants_cli
+
+    tenant = previous_admin["tenants"][1]
+    endpoint = json.loads(Path(previous_admin["state"]).read_text())["lambdaEndpoint"]
+    name = f"{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUNCTION}"
+    invoke = tenants_cli.invoker(tenants_cli.operator_client(endpoint), name)
+    asked: list[dict[str, Any]] = []
+
+    def suspended_after_the_first_call(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        answer: dict[str, Any] = invoke(request)
+        if len(asked) == 1:
+            assert invoke({"operation": "suspend", "tenant": tenant})["status"] == "suspended"
+        return answer
+
+    # Given a tenant of a deployment rolled back to the previous release, whose resume this release's CLI calls
+    # When the operator suspends it again after the first call (from another terminal)
+    answer = tenants_cli._resumed(suspended_after_the_first_call, tenant)
+    # Then that release's resume, the one call it goes on with, made the tenant active again
+    assert (answer["status"], answer["handedBack"], answer["remaining"]) == ("active", previous_admin["held"], False)
+    assert [request.get("handBackOnly") for request in asked] == [None, True, None]
+    # and the operator is told so, with what to do if it should stay suspended
+    said = capsys.readouterr().err
+    assert f"tenant {tenant} was suspended while its held work went back, and is active again" in said
+    assert "suspend it again if it should stay suspended" in said
 
 
 # -- retention: every item of a finished run expires with it, however it came to end ---------------------------------

@@ -335,6 +335,42 @@ def held_work(tenant: str) -> list[Held]:
     return TenantRecords(Store(*wiring_tables())).held(tenant, 100)
 
 
+def held_as_the_previous_release_holds(tenant: str, work_id: str, at: str) -> None:
+    """A held item as 0.11.0 writes it: no mark of its holding."""
+    key = {"pk": f"T#{tenant}#HELD", "sk": f"deadline#{work_id}"}
+    item = {**key, "destination": "deadline", "body": "{}", "heldAt": at}
+    boto3.client("dynamodb").put_item(TableName=wiring_table(), Item={k: {"S": v} for k, v in item.items()})
+
+
+def test_a_resume_deletes_only_the_holding_it_read_whichever_release_held_it(env):
+    tenant = Tenant(f"{env.tenant}-marks")
+    operator("suspend", tenant=tenant.name)
+    records = TenantRecords(Store(*wiring_tables()))
+    # Given work held by the previous release (its holding unmarked), then held again: by it, a moment later
+    held_as_the_previous_release_holds(tenant.name, "w", "2026-12-08T01:00:00.000Z")
+    (first,) = held_work(tenant.name)
+    assert first.holding is None
+    held_as_the_previous_release_holds(tenant.name, "w", "2026-12-08T01:00:00.001Z")
+    # Then the delete of the holding read first deletes nothing
+    assert records.release(tenant.name, first) is False
+    # and of the holding read last, deletes it
+    (again,) = held_work(tenant.name)
+    assert records.release(tenant.name, again) is True
+    assert held_work(tenant.name) == []
+    # Given work held by the previous release, then by this one in the same millisecond
+    held_as_the_previous_release_holds(tenant.name, "w", "2026-12-08T01:00:00.000Z")
+    (first,) = held_work(tenant.name)
+    assert records.hold(tenant.name, "deadline", "w", {}, "2026-12-08T01:00:00.000Z")
+    (marked,) = held_work(tenant.name)
+    # Then neither the delete of the first holding nor of a marked one read before deletes the last
+    assert records.release(tenant.name, first) is False
+    assert records.hold(tenant.name, "deadline", "w", {}, "2026-12-08T01:00:00.000Z")
+    assert records.release(tenant.name, marked) is False
+    (last,) = held_work(tenant.name)
+    assert records.release(tenant.name, last) is True
+    assert held_work(tenant.name) == []
+
+
 @pytest.fixture
 def delivering(env, monkeypatch):
     """Callbacks delivered to a Receiver on loopback (the callbacks worker made afresh under that environment)."""

@@ -7,6 +7,10 @@ its HTTP API only, so it keeps working whatever this release changes.
               cancelled), a ModuleX workflow, settings, a directory entry and keys; then writes every table item
               (`items`; a release with a second table, 0.5.0 on: its items too, `entriesItems`), every pending
               schedule and what it made to OUT (gzipped JSON). scripts/refresh_upgrade_dump.py runs it.
+  admin STATE runs the previous release's local stack for its operator surface alone (its `admin` function behind its
+              loopback Lambda endpoint), with two suspended tenants, each holding more work than that release hands
+              back a call, each call of the function out of time after one batch of it; writes the stack's state file
+              to STATE, prints the tenants, and serves until its standard input closes.
   read DUMP   loads the tables the current release wrote (the test's dump of them) into the previous release's local
               stack (a dump without `entriesItems`, of a release with one table, loads the first alone),
               at the dump's moment, and reads everything through its API as an operator and an approver would, then
@@ -639,12 +643,49 @@ def retention_sweep() -> bool | None:
     return sweeps.sweep(Store(*tables()), "rollback", start=True)
 
 
+# -- admin ---------------------------------------------------------------------------------------------------------
+
+# More held pieces than one batch of the previous release's hand back (25).
+HELD_PIECES = 30
+
+
+def admin(state: Path) -> None:
+    from interlude.domain.clock import iso, now
+    from interlude.local import lambda_runtime
+    from interlude.local.stack import ENTRIES_TABLE_NAME, TABLE_NAME
+    from interlude.store.facade import Store
+    from interlude.store.tenants import TenantRecords
+
+    stack, info = start_stack(state.parent)
+
+    def out_of_time_after_one_batch(context: Any) -> int:
+        # The function asks its time once for its margin, then before each batch: time for the first batch alone (a
+        # deployed call with more held work than it hands back before its last minute).
+        asked = context.__dict__["asked"] = context.__dict__.get("asked", 0) + 1
+        return 29_000 if asked <= 2 else 0
+
+    lambda_runtime.LambdaContext.get_remaining_time_in_millis = out_of_time_after_one_batch  # type: ignore[method-assign]
+    records = TenantRecords(Store(TABLE_NAME, ENTRIES_TABLE_NAME))
+    tenants = ["rolled-back-1", "rolled-back-2"]
+    for tenant in tenants:
+        for operation in ("create", "suspend"):
+            done = lambda_runtime.invoke("admin", {"operation": operation, "tenant": tenant})
+            assert "error" not in done, done
+        for piece in range(HELD_PIECES):
+            deadline = {"runId": f"{tenant}/held-{piece:02d}", "nodeId": "gate", "kind": "deadline"}
+            assert records.hold(tenant, "deadline", f"held-{piece:02d}", deadline, iso(now()))
+    state.write_text(json.dumps(info.as_json()))
+    print(json.dumps({"release": "previous", "tenants": tenants, "held": HELD_PIECES}), flush=True)
+    sys.stdin.read()
+    stack.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["write", "read"])
+    parser.add_argument("mode", choices=["write", "read", "admin"])
     parser.add_argument("path", type=Path)
     args = parser.parse_args()
-    (write if args.mode == "write" else read)(args.path)
+    {"write": write, "read": read, "admin": admin}[args.mode](args.path)
 
 
 if __name__ == "__main__":

@@ -227,8 +227,9 @@ class TenantLifecycle:
 
     def _hand_back(self, stored: Stored, more_time: Callable[[], bool]) -> tuple[int, bool]:
         """The tenant's held work handed back, batch by batch while `more_time()`, each batch under the hand back's
-        lease, conditional on the record's version (it stops when the record changed: suspended again, its work held
-        again); (how many, whether some is left). Once none is, the record is no longer listed."""
+        lease and each piece after a read of the record, both conditional on the record's version (it stops when the
+        record changed: suspended again, its work held again); (how many, whether some is left). Once none is, the
+        record is no longer listed."""
         if not stored.handing_back:
             # An active tenant's held work not listed (a resume of a release before 0.12.0 left it): listed first, so
             # that each batch goes under the lease, which a suspension made meanwhile ends.
@@ -243,9 +244,15 @@ class TenantLifecycle:
                 return handed, False
             batch = self.records.held(stored.tenant, HAND_BACK_BATCH)
             for held in batch:
+                # Asked before each piece, not only at the batch's lease: a suspension made during the batch stops it
+                # at the next piece (docs/adr/0206; one consistent read a piece).
+                if not self.records.unchanged(stored):
+                    return handed, False
                 self.outside.hand_back(stored.tenant, held)
-                self.records.release(stored.tenant, held)
-            handed += len(batch)
+                # Counted once deleted: a piece held again meanwhile (the tenant suspended again as it went back) keeps
+                # its new holding for the next resume, and one another hand back deleted is that one's.
+                if self.records.release(stored.tenant, held):
+                    handed += 1
             remaining = len(batch) == HAND_BACK_BATCH
         if not remaining:
             self.records.handed_back(stored)

@@ -99,7 +99,7 @@ def operator_client(endpoint: str | None = None) -> Any:
 
 
 def _invoker(args: argparse.Namespace) -> Any:
-    """A function of one request to the `admin` function's answer (a refusal raises CliError)."""
+    """A function of one request to the `admin` function's answer."""
     if args.local:
         from interlude.cli.local import local_state, use_local_stack
         from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX
@@ -114,6 +114,11 @@ def _invoker(args: argparse.Namespace) -> Any:
         if not name:
             raise CliError("name the deployment with --stack (or $INTERLUDE_STACK), or use --local")
         client = operator_client()
+    return invoker(client, name)
+
+
+def invoker(client: Any, name: str) -> Any:
+    """A function of one request to the answer of the function `name` (a refusal raises OperatorRefused)."""
 
     def invoke(request: dict[str, Any]) -> dict[str, Any]:
         from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
@@ -129,21 +134,61 @@ def _invoker(args: argparse.Namespace) -> Any:
         if got.get("FunctionError"):
             raise CliError(f"the operator surface failed: {answer.get('errorMessage', answer)}")
         if "error" in answer:
-            raise CliError(f"{answer['error']}: {answer.get('message', '')}")
+            raise OperatorRefused(answer)
         return answer
 
     return invoke
 
 
+class OperatorRefused(CliError):
+    """The operator surface refused the request: its answer `{error, message, details?}`."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__(f"{answer['error']}: {answer.get('message', '')}")
+        self.answer = answer
+
+
+# The field of a resume's later calls (ADR 0202), which an `admin` function of 0.11.0 refuses as one it does not know.
+HAND_BACK_ONLY = "handBackOnly"
+EARLIER_RELEASE = (
+    "the deployment runs an earlier release of Interlude, which goes on handing back held work only by resuming the "
+    "tenant again: the rest goes back that way (a suspension made while it goes back would be undone)"
+)
+
+
 def _resumed(invoke: Any, tenant: str) -> dict[str, Any]:
     """The resume, called again while held work remains: each later call only hands back (a suspension made meanwhile
-    stands, and ends the calls)."""
+    stands, and ends the calls). A deployment of 0.11.0 (a rollback) refuses that call: its own resume goes on instead,
+    and the operator is told, and told again if one of those calls made active a tenant suspended meanwhile."""
     answer: dict[str, Any] = invoke({"operation": "resume", "tenant": tenant})
-    handed = answer["handedBack"]
+    handed, resumed_at = answer["handedBack"], answer.get("resumedAt")
+    later: dict[str, Any] = {"operation": "resume", "tenant": tenant, HAND_BACK_ONLY: True}
     while answer.get("remaining"):
-        answer = invoke({"operation": "resume", "tenant": tenant, "handBackOnly": True})
+        try:
+            answer = invoke(later)
+        except OperatorRefused as refused:
+            if HAND_BACK_ONLY not in later or not _unknown_field(refused.answer, HAND_BACK_ONLY):
+                raise
+            print(EARLIER_RELEASE, file=sys.stderr, flush=True)
+            later = {"operation": "resume", "tenant": tenant}
+            continue
         handed += answer["handedBack"]
+        if HAND_BACK_ONLY not in later and answer.get("resumedAt") != resumed_at:
+            # Resumed anew between two calls: suspended meanwhile, and made active again, by that call or another's.
+            resumed_at = answer.get("resumedAt")
+            print(
+                f"tenant {tenant} was suspended while its held work went back, and is active again (the earlier "
+                f"release's resume makes a suspended tenant active): suspend it again if it should stay suspended",
+                file=sys.stderr,
+                flush=True,
+            )
     return {**answer, "handedBack": handed}
+
+
+def _unknown_field(refusal: dict[str, Any], field: str) -> bool:
+    """Whether `refusal` is a validation_error naming `field` (what 0.11.0 answers a field it does not know)."""
+    errors = (refusal.get("details") or {}).get("errors") if refusal.get("error") == "validation_error" else None
+    return isinstance(errors, list) and any(isinstance(e, dict) and e.get("path") == field for e in errors)
 
 
 def _resumed_in_words(answer: dict[str, Any]) -> str:

@@ -8,7 +8,9 @@ while a tenant is suspended, its usage meters, and the pages of its items a dele
              (on the inbox index: gsi1pk TENANTS#HANDBACK, gsi1sk {tenant}, while its resume has held work to
              hand back; handBackUntil: the lease of whoever hands it back, a resume call or the sweep)
   held work  T#{tenant}#HELD             {destination}#{id}  what a worker was handed while the tenant was suspended:
-                                                             a queue's message, or a deadline's schedule input
+                                                             a queue's message, or a deadline's schedule input; heldAt,
+                                                             and the mark of this holding (`holding`: the same work
+                                                             held again is a new holding under the same key)
   usage      T#{tenant}#METER#{part:02}  {YYYY-MM}           notifications of the month so far (and, written before
                                                              0123, every measure), in USAGE_PARTS parts summed on read
                                                              (a busy tenant's counts spread over that many items)
@@ -28,6 +30,7 @@ after, the tenant has neither a record nor a key, and its work is turned away al
 """
 
 from collections.abc import Iterator
+from secrets import token_hex
 from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
@@ -114,13 +117,18 @@ class Usage(NamedTuple):
 # raise (adapters/delivery/outbox.link_minter, adapters/notify/worker). 0.11.0 reads the message as before, this field
 # unread. The held item itself never holds it.
 HANDED_BACK_AT = "handedBackAt"
+# A held item's mark of the holding it is (a token made by `hold`); 0.11.0 neither writes nor reads it.
+HOLDING = "holding"
 
 
 class Held(NamedTuple):
+    """A piece of held work as read; `holding`: which holding of it this is (None: held by a release before 0.12.0)."""
+
     sk: str
     destination: str
     body: dict[str, Any]
     held_at: str
+    holding: str | None = None
 
 
 class TenantRecords:
@@ -259,6 +267,9 @@ class TenantRecords:
             "destination": a.s(destination),
             "body": a.as_json(body),
             "heldAt": a.s(at),
+            # The same work held again (handed back, then taken while the tenant is suspended again) is put under the
+            # same key: a resume deletes the holding it handed back by this mark, never a later one (`release`).
+            HOLDING: a.s(token_hex(8)),
         }
         still_suspended = {
             "ConditionCheck": {
@@ -279,13 +290,26 @@ class TenantRecords:
             ConsistentRead=True,
             Limit=limit,
         )
-        return [
-            Held(i["sk"]["S"], i["destination"]["S"], a.unpacked(i["body"]), i["heldAt"]["S"])
-            for i in got.get("Items") or []
-        ]
+        return [_held(item) for item in got.get("Items") or []]
 
-    def release(self, tenant: str, held: Held) -> None:
-        self.client.delete_item(TableName=self.table, Key=a.key(held_pk(tenant), held.sk))
+    def release(self, tenant: str, held: Held) -> bool:
+        """Delete `held`, the holding handed back; False (nothing deleted) when that holding is gone: deleted by another
+        hand back, or the work held again since (its new holding stays, for the next resume)."""
+        values = {":at": a.s(held.held_at)}
+        if held.holding is None:
+            # Held by 0.11.0, which marks none: a holding made since carries a mark, or (0.11.0's) a later heldAt.
+            condition = f"heldAt = :at AND attribute_not_exists({HOLDING})"
+        else:
+            condition = f"heldAt = :at AND {HOLDING} = :holding"
+            values[":holding"] = a.s(held.holding)
+        deleted = conditionally(
+            self.client.delete_item,
+            TableName=self.table,
+            Key=a.key(held_pk(tenant), held.sk),
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+        return deleted is not None
 
     # -- resumes with held work still to hand back ------------------------------------------------------------
 
@@ -312,6 +336,18 @@ class TenantRecords:
             condition += f" AND (attribute_not_exists({HAND_BACK_UNTIL}) OR {HAND_BACK_UNTIL} < :now)"
             values[":now"] = a.n(now)
         return self._update_record(stored, f"SET {HAND_BACK_UNTIL} = :until", condition, values)
+
+    def unchanged(self, stored: Stored) -> bool:
+        """Whether the record is still the version read (a consistent read of it: one read unit)."""
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=record_key(stored.tenant),
+            ConsistentRead=True,
+            ProjectionExpression="#version",
+            ExpressionAttributeNames={"#version": "version"},
+        )
+        item = got.get("Item")
+        return item is not None and int(item["version"]["N"]) == stored.version
 
     def release_hand_back(self, stored: Stored) -> bool:
         """Let the hand back go (a sweep out of time): the next takes it over at once."""
@@ -527,6 +563,12 @@ def _stored(item: a.Item) -> Stored:
         record=a.unpacked(item["record"]) if "record" in item else {},
         handing_back=item.get(wiring.INBOX_INDEX.partition_key) == a.s(HANDING_BACK),
     )
+
+
+def _held(item: a.Item) -> Held:
+    holding = item.get(HOLDING)
+    body = a.unpacked(item["body"])
+    return Held(item["sk"]["S"], item["destination"]["S"], body, item["heldAt"]["S"], holding["S"] if holding else None)
 
 
 def _handing_back(tenant: str) -> a.Item:
