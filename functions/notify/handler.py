@@ -68,7 +68,7 @@ def record_handler(record: SQSRecord) -> str:
     except RetryLater:
         metrics.count("Notifications", outcome="failed")
         raise
-    # sent, skipped, dead (a dead letter was sent) or duplicate
+    # sent, skipped, undeliverable (a channel set up failed for good), dead (a dead letter was sent) or duplicate
     metrics.count("Notifications", outcome=outcome)
     if outcome == "sent" and isinstance(ids.get("tenant"), str):
         count_notification(worker().store, clock.now, ids["tenant"], str(ids.get("id")))

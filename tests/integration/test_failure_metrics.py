@@ -22,6 +22,7 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
+from interlude.store.directory import DirectoryStore
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.emf import Point, as_function, of, written
@@ -158,3 +159,30 @@ def test_a_notification_that_fails_inside_the_worker_is_logged_and_counted(servi
     assert of(points, metrics.RECORD_FAILURES) == []
     # And nothing of the message's content is in the line
     assert "ann@example.com" not in json.dumps(error)
+
+
+def test_a_notification_whose_channel_fails_for_good_is_counted_undeliverable_never_a_failure(
+    services, aws, monkeypatch, tenant
+):
+    """A channel set up that no retry can send over (here an address an earlier release stored, which mail cannot go
+    to) was counted `skipped`, as a gate decided before it was sent is: an operator could not tell it from a skip."""
+    # Given an open gate whose approver's address cannot be mailed, and the notification on its queue
+    monkeypatch.setenv("SES_FROM_ADDRESS", SENDER)
+    admin = signed_in(services, tenant=tenant)
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann"]}}]
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    unmailable = {"email": "ann,eve@example.com"}  # stored by an earlier release
+    DirectoryStore(services.store).put(tenant, "ann", unmailable, "2026-12-01T00:00:00Z", "admin", 10)
+    message = queue_message(tenant, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
+    boto3.client("sqs").send_message(QueueUrl=aws["notifications"], MessageBody=json.dumps(message))
+    as_function(monkeypatch, DEPLOYMENT, "notify")
+    (record,) = queued_records(aws["notifications"])
+
+    # When the notify function takes it
+    answer, points = invoke("notify", {"Records": [record]})
+
+    # Then it is done with (nothing retries it) and counted under an outcome of its own, no record failure
+    assert answer == {"batchItemFailures": []}
+    assert of(points, "Notifications") == [{"deployment": DEPLOYMENT, "outcome": "undeliverable"}]
+    assert of(points, metrics.RECORD_FAILURES) == []

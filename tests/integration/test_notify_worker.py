@@ -19,7 +19,7 @@ import pytest
 
 from interlude import wiring
 from interlude.adapters.leased_work import RetryLater
-from interlude.adapters.notify.messages import RAISED, queue_message
+from interlude.adapters.notify.messages import CLOSED, RAISED, queue_message
 from interlude.adapters.notify.worker import Worker
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app import limits as app_limits
@@ -514,8 +514,43 @@ def test_an_address_stored_before_the_directory_refused_it_is_never_mailed_nor_r
     DirectoryStore(services.store).put(tenant, "ann", {"email": "ann,eve@example.com"}, "2026-12-01T00:00:00Z", "admin", 10)
 
     worker = worker_for(services, aws)
-    assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ann", RAISED))) == "skipped"
+    message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
+    assert worker.handle(delivered(aws, message)) == "undeliverable"
 
     assert sent_mail() == []
-    email = worker.notifications.of_run(run_id)[0]["record"]["channels"]["email"]
-    assert (email["outcome"], email["errorClass"]) == ("failed", "address_invalid")
+    (item,) = worker.notifications.of_run(run_id)
+    email = item["record"]["channels"]["email"]
+    assert (email["outcome"], email["errorClass"], email["final"]) == ("failed", "address_invalid", True)
+    # And the log says it failed for good, never that no channel is set up; the item settled as every release reads it
+    assert (item["status"], item["record"]["reason"]) == ("skipped", "undeliverable")
+    (entry,) = services.notifications.run_notifications(signed_in(services), run_id)["notifications"]
+    assert (entry["outcome"], entry["reason"], entry["errorClass"]) == ("failed", "undeliverable", "address_invalid")
+    # And a copy of the message tries nothing again
+    assert worker.handle(delivered(aws, message)) == "duplicate"
+
+
+WEBHOOK_ONLY = {"webhookUrl": "https://hooks.slack.invalid/T/B/x"}
+
+
+@pytest.mark.parametrize("setting", [None, WEBHOOK_ONLY], ids=["removed", "webhook"])
+def test_a_closed_gates_slack_messages_whose_bot_token_is_gone_are_undeliverable_not_unconfigured(aws, tenant, setting):
+    """A recipient was posted the gate with the tenant's bot token; the token was removed, or replaced by an incoming
+    webhook (which cannot update a message), before the gate closed: the messages cannot be replaced for good."""
+    services = Services(Store(TABLE, ENTRIES_TABLE))
+    run_id, node, interrupt = open_gate(services)
+    worker = worker_for(services, aws)
+    if setting is not None:
+        name = worker.settings.slack_secret_prefix + tenant
+        boto3.client("secretsmanager").create_secret(Name=name, SecretString=json.dumps(setting))
+    posted = [["D1", "1.5"]]
+    closed = queue_message(
+        tenant, run_id, node, interrupt, "ann", CLOSED, title="Ship?", outcome={"action": "accept"}, slackMessages=posted
+    )
+
+    assert worker.handle(delivered(aws, closed)) == "undeliverable"
+
+    (item,) = [i for i in worker.notifications.of_run(run_id) if i["record"]["purpose"] == CLOSED]
+    slack = item["record"]["channels"]["slack"]
+    said = (slack["outcome"], slack["errorClass"], slack["final"], slack["updated"])
+    assert said == ("failed", "credential_gone", True, 0)
+    assert (item["status"], item["record"]["reason"]) == ("skipped", "undeliverable")

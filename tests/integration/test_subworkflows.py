@@ -7,13 +7,19 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
 
+from interlude import wiring
+from interlude.adapters import metrics
+from interlude.adapters.outbox_feed import forward
+from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.app.snapshots import snapshot
 from interlude.composition import Services
 from interlude.config import Settings
 from interlude.domain.clock import instant
 from interlude.domain.errors import Forbidden, NotFound
+from interlude.domain.ids import tenant_of
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.subworkflows import MAX_DEPTH, child_run_id
@@ -21,10 +27,14 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
 from interlude.store.inbox import InboxIndex
+from interlude.store.stream import is_event_insert
 from tests.integration.conftest import new_api_key, state_of
+from tests.support.emf import as_function, of, written
 from tests.support.local_stack import wire
+from tests.support.logs import function_log
 from tests.support.moto_world import ENTRIES_TABLE, TABLE
-from tests.support.stream import Stream
+from tests.support.queues import mapped, queued
+from tests.support.stream import Stream, dispatch
 
 
 @pytest.fixture
@@ -131,6 +141,104 @@ def test_cancelling_the_parent_cancels_the_child_and_closes_its_gate(services, a
     assert child.status == "cancelled"
     assert child.interrupts == {}
     assert state_of(services, run_id).status == "cancelled"
+
+
+def child_keeps_changing(monkeypatch, child_id: str, times: int | None) -> dict[str, int | None]:
+    """A concurrent writer moves the child (its head, written at its next version, as a fork's record of itself is)
+    between each read of a cancel and its commit, `times` times (None: every time): the cancel loses to the real
+    table's condition. Answers the writer's count of times left, to stop it (0)."""
+    commit = Store.commit
+    left = {"times": times}
+
+    def racing(self, transition, expected_version, *args, **kwargs):
+        if transition.state.runId == child_id and left["times"] != 0:
+            left["times"] = None if left["times"] is None else left["times"] - 1
+            state, version = self.get_run(child_id)
+            self.rewrite_head(state, version)
+        return commit(self, transition, expected_version, *args, **kwargs)
+
+    # On the class: the dispatch function's own services (its process's composition) commit through it too.
+    monkeypatch.setattr(Store, "commit", racing)
+    return left
+
+
+def cancelled_by_parent(services, child_id: str) -> list[dict]:
+    return [e for e in services.store.read_events(child_id) if e["type"] == "run.cancelled"]
+
+
+def test_a_child_that_keeps_changing_through_the_cascade_is_cancelled_when_the_record_comes_again(
+    services, admin, monkeypatch
+):
+    # Given a parent waiting on its child, and a writer that moves the child more often than a cascade retries
+    run_id = started(services, admin)
+    stream = Stream(TABLE)
+    stream.settle()
+    child_id = child_run_id(run_id, "spawn", 1)
+    child_keeps_changing(monkeypatch, child_id, MAX_RACE_RETRIES + 2)
+    function = as_function(monkeypatch, "cascade-test", "dispatch")
+
+    # When the parent is cancelled and dispatch is handed its end
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
+    records = stream.take()
+    with function_log("dispatch", level="ERROR") as lines, written("dispatch") as points:
+        answer = dispatch(records)
+
+    # Then the record of the parent's end fails, to come again (the child is not left running silently): one
+    # RecordFailures point, what the dispatch alarm reads, and one ERROR line naming the child
+    failed = [f["itemIdentifier"] for f in answer["batchItemFailures"]]
+    assert len(failed) == 1
+    assert of(points, metrics.RECORD_FAILURES) == [{"deployment": "cascade-test", "FunctionName": function}]
+    (line,) = lines
+    assert (line["message"], line["runId"]) == ("record failed; the mapping retries it", run_id)
+    assert line["exception_name"] == "ChildrenNotCancelled"
+    assert child_id in line["exception"]
+    assert state_of(services, child_id).status == "waiting-approval"
+
+    # And when the queue hands the record out again, the child is cancelled, by its parent, its gate closed
+    again = [r for r in records if r["dynamodb"]["SequenceNumber"] in failed]
+    assert dispatch(again) == {"batchItemFailures": []}
+    child = state_of(services, child_id)
+    assert (child.status, child.interrupts) == ("cancelled", {})
+    assert cancelled_by_parent(services, child_id)[0]["payload"]["parentRunId"] == run_id
+
+    # And a further delivery leaves the cancelled child alone
+    assert dispatch(records) == {"batchItemFailures": []}
+    assert len(cancelled_by_parent(services, child_id)) == 1
+
+
+# A world of its own: it plays the outbox queue's mapping and reads its dead letters.
+@pytest.mark.private_world
+def test_a_cascade_that_keeps_losing_waits_in_the_outbox_dead_letters_and_cancels_the_child_when_sent_back(
+    services, admin, world, monkeypatch
+):
+    # Given a parent waiting on its child, and a writer that moves the child at every cancel
+    run_id = started(services, admin)
+    stream = Stream(TABLE)
+    stream.settle()
+    child_id = child_run_id(run_id, "spawn", 1)
+    writer = child_keeps_changing(monkeypatch, child_id, None)
+    outbox, dead_letters = world.queues[wiring.OUTBOX_QUEUE], world.queues["outbox-dlq"]
+
+    # When the parent is cancelled, its end is queued on the outbox and its mapping hands it out until SQS gives up
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
+    forward(outbox, [r for r in stream.take() if is_event_insert(r)])
+    handed = mapped(outbox, "dispatch", wiring.OUTBOX_MAX_RECEIVES + 5)
+
+    # Then dispatch tried it as often as the queue allows, and the message waits in the outbox's dead letters (what the
+    # dlq-outbox-dlq alarm reads), the child still running
+    assert len(handed) == wiring.OUTBOX_MAX_RECEIVES
+    (kept,) = queued(dead_letters)
+    assert kept["Body"] == handed[0]
+    assert state_of(services, child_id).status == "waiting-approval"
+
+    # And when the writer is done and the operator sends it back to the outbox (docs/operations.md), the child is
+    # cancelled, once however often it comes
+    writer["times"] = 0
+    boto3.client("sqs").send_message(QueueUrl=outbox, MessageBody=kept["Body"], MessageGroupId=tenant_of(run_id))
+    assert mapped(outbox, "dispatch", 5) == [kept["Body"]]
+    assert state_of(services, child_id).status == "cancelled"
+    assert dispatch(stream.take(again=True)) == {"batchItemFailures": []}
+    assert len(cancelled_by_parent(services, child_id)) == 1
 
 
 def test_two_deliveries_racing_to_start_the_child_leave_the_winners_gate_item(services, admin, monkeypatch):

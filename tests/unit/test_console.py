@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import html
 import json
 import re
 
@@ -412,7 +413,7 @@ def test_the_notification_log_says_why_each_person_was_told_and_what_came_of_it(
     rows = re.findall(r"<tr role=\"row\">(.*?)</tr>", markup[markup.index("Who was told, how") :])
     cells = [found for r in rows if (found := re.findall(r'data-label="[^"]+">([^<]*)</td>', r))]
     assert cells == [
-        ["t", "Ana Lima", "Reminder 1: not decided yet", "email", "Failed (timeout)"],
+        ["t", "Ana Lima", "Reminder 1: not decided yet", "email", "Failed (no answer in time)"],
         ["t", "bo", "Asked to decide", "—", "Not sent: the directory has no way to reach them"],
         ["t", "cy", "Escalated: nobody decided in time", "slack", "Sent"],
     ]
@@ -641,6 +642,27 @@ def test_a_steps_panel_reads_the_inputs_its_latest_start_recorded_not_the_runs_v
     # Its second visit started after the rejection; the run's values now hold the acceptance
     assert (shown.bound, shown.recorded) == ({"last": "reject"}, True)
     assert step_inputs(moves[-1].state, wf, "gate", []).bound == {"last": "accept"}  # none recorded on the page
+
+
+def test_a_channel_that_failed_for_good_is_said_so_never_that_no_channel_is_set_up():
+    failed_for_good = {"channel": "slack", "outcome": "failed", "reason": "undeliverable", "at": "t"}
+    view = run_view(
+        notifications=[
+            {**failed_for_good, "principalId": "ana", "purpose": "closed", "errorClass": "credential_gone"},
+            {**failed_for_good, "principalId": "bo", "purpose": "raised", "errorClass": "slack_token_revoked"},
+            {**failed_for_good, "principalId": "cy", "purpose": "raised", "errorClass": "slack_ratelimited"},
+        ]
+    )
+    markup = pages.run(FRAME, view, None)
+    rows = re.findall(r"<tr role=\"row\">(.*?)</tr>", markup[markup.index("Who was told, how") :])
+    said = [html.unescape(re.findall(r'data-label="[^"]+">([^<]*)</td>', r)[-1]) for r in rows if "data-label" in r]
+    failed = "Failed: it cannot be delivered; trying again would not help"
+    assert said == [
+        f"{failed} (the Slack app that posted it was removed from the tenant's settings or replaced by a webhook)",
+        f"{failed} (Slack no longer accepts the tenant's Slack app)",
+        f"{failed} (Slack refused it)",
+    ]
+    assert "No channel set up" not in markup
 
 
 def test_a_run_page_offers_to_send_its_failed_deliveries_and_notifications_again_only_when_it_has_some():

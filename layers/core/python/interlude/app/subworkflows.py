@@ -4,15 +4,17 @@ its parent, cancel the unfinished children of a run that ended, and answer GET /
 Every step is keyed on state (the child's id is derived from the parent's node visit; an outcome lands only on
 the visit that waits for it; a cancel of a finished run does nothing), so a stream record delivered twice or out
 of order changes nothing the second time. engine/subworkflows.py holds the rules and the limits.
+
+A run's end cascades to its unfinished children durably: a child that keeps changing through every retry of its
+cancel fails the outbox record of the end (ChildrenNotCancelled), which the outbox queue hands out again, and after its
+last receive keeps in its dead letters to be sent back (docs/adr/0208).
 """
 
 from __future__ import annotations
 
-import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.caught import caught
 from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.config import DEFAULT_STEP_BUDGET, settings
 from interlude.domain import clock as clock_
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
     )
     from interlude.rules import auth
 
-logger = logging.getLogger(__name__)
 # The host id ancestry names (multiAgent.executionModel.crossHostCausation.hostId).
 HOST_ID = "interlude"
 # Discovery's `subWorkflow` family (capabilities.schema.json: a closed record whose one facet is inputMapping).
@@ -67,6 +68,19 @@ def ancestry_capability() -> dict[str, Any] | None:
         "witness": "claims-check",
         "executionModel": {"version": 3, "crossHostCausation": causation},
     }
+
+
+class ChildrenNotCancelled(Exception):
+    """A run ended and some of its children kept changing while its cancel cascaded to them: the outbox record of its end
+    fails, to be handed out again (and after the queue's last receive kept in its dead letters, to be sent back)."""
+
+    def __init__(self, parent_run_id: str, child_ids: list[str]) -> None:
+        super().__init__(
+            f"run {parent_run_id} ended and its child run(s) {', '.join(child_ids)} kept changing while the cancel"
+            " cascaded to them: not cancelled yet, tried again with the record's next delivery"
+        )
+        self.parent_run_id = parent_run_id
+        self.child_ids = child_ids
 
 
 class SubWorkflows:
@@ -102,8 +116,10 @@ class SubWorkflows:
             ended = got[0]
             if ended.parentRunId and ended.parentNodeId and ended.parentVisit is not None:
                 self.actions.finish_action(ended.parentRunId, ended.parentNodeId, ended.parentVisit, child_outcome(ended))
-            for child in ended.children:
-                self.cancel_child(child, ended.runId)
+            raced = [child for child in ended.children if not self.cancel_child(child, ended.runId)]
+            if raced:
+                # The record fails, so the outbox hands it out again and the cascade is tried anew (docs/adr/0208).
+                raise ChildrenNotCancelled(ended.runId, raced)
 
     def start_child(self, parent_run_id: str, request: dict[str, Any]) -> None:
         node_id, visit, child_id = request["nodeId"], int(request["visit"]), request["childRunId"]
@@ -160,21 +176,23 @@ class SubWorkflows:
         build = partial(engine.start, state, definition, now, self.step_budget)
         self.runs.commit_or_fail(build, None, now, open_runs_limit=open_runs)
 
-    def cancel_child(self, child_id: str, parent_run_id: str) -> None:
-        """Cancel an unfinished child because its parent ended (its open interrupts close with it)."""
+    def cancel_child(self, child_id: str, parent_run_id: str) -> bool:
+        """Cancel an unfinished child because its parent ended (its open interrupts close with it). False when it kept
+        changing for MAX_RACE_RETRIES reads in a row and is not cancelled yet; a child gone or ended already is left
+        alone (True), so a cascade tried again cancels only what is still running."""
         for _ in range(MAX_RACE_RETRIES):
             got = self.records.get_run(child_id)
             if got is None or got[0].terminal:
-                return
+                return True
             state, version = got
             now = self.clock()
             transition = engine.cancel(state, now, None, None, parent_run_id=parent_run_id)
             try:
                 self.runs.commit_answered(transition, version, now)
-                return
+                return True
             except LostRace:
                 continue
-        caught(logger, "child-cancel", "the child run %s kept changing while its parent's cancel cascaded; it is not cancelled", child_id)
+        return False
 
     def run_ancestry(self, principal: auth.Principal, run_id: str) -> dict[str, Any]:
         """GET /runs/{runId}/ancestry: the run and its immediate parent (clients walk the chain one hop at a time).

@@ -7,7 +7,10 @@ channels not yet sent (e-mail through SES, Slack through the tenant's incoming w
 and pinned like callbacks); records every channel's outcome, and for a bot token's message the channel and ts Slack
 answered, so that a `closed` notice (the gate decided, timed out or withdrawn) can replace each such message with
 the outcome through chat.update (issue 28 item 6). A failed channel is retried, and after the last attempt a
-content-free dead letter goes to the DLQ. Nothing here blocks a resolve.
+content-free dead letter goes to the DLQ. A channel set up that fails so that no retry changes it (an address mail
+cannot go to, a Slack token revoked, a bot token removed since its message was posted) is `final` in the record and not
+tried again; a notification none of whose channels was sent for such a failure is `undeliverable` (docs/adr/0208).
+Nothing here blocks a resolve.
 """
 
 from __future__ import annotations
@@ -68,6 +71,12 @@ SLACK_ANSWER_BYTES = 16 * 1024
 FINAL_SLACK_ERRORS = frozenset(
     {"message_not_found", "cant_update_message", "edit_window_closed", "channel_not_found", "invalid_auth", "not_authed", "account_inactive", "token_revoked"}
 )
+# The reason a notification was not sent when a channel set up for it failed for good, and the outcome it is counted
+# under (Notifications{outcome}). Its item settles as `skipped`, the settled status every release reads (0.11.0 would
+# claim an item of a status it does not know again): the record's reason tells it from a skip.
+UNDELIVERABLE = "undeliverable"
+# The error class of a closed gate's Slack messages when the tenant's bot token that posted them is gone.
+CREDENTIAL_GONE = "credential_gone"
 
 
 class ChannelFailed(Exception):
@@ -75,6 +84,11 @@ class ChannelFailed(Exception):
         super().__init__(error_class)
         self.error_class = error_class
         self.final = final
+
+
+def failed_outcome(exc: ChannelFailed) -> dict[str, Any]:
+    """A channel's failed outcome as the record keeps it: `final` when no retry changes it."""
+    return {"outcome": "failed", "errorClass": exc.error_class, **({"final": True} if exc.final else {})}
 
 
 class NotConfigured(Exception):
@@ -145,6 +159,10 @@ class Worker(LeasedWorker[Recipient]):
             status = "failed"
         return Attempted(status if status in ("sent", "skipped") else None, kept)
 
+    def settle(self, work: Recipient, claim: Claim, status: str, kept: dict[str, Any]) -> str:
+        ended = super().settle(work, claim, status, kept)
+        return UNDELIVERABLE if ended == "skipped" and kept.get("reason") == UNDELIVERABLE else ended
+
     def send_dead_letter(self, work: Recipient, attempted: Attempted) -> None:
         attempted.kept["final"] = True
         body = json.dumps(self._dead_letter_record(work.message, attempted.kept), allow_nan=False)
@@ -164,7 +182,7 @@ class Worker(LeasedWorker[Recipient]):
         failed = False
         for channel in channels:
             previous = kept["channels"].get(channel) or {}
-            if previous.get("outcome") in ("sent", "not_configured"):
+            if previous.get("outcome") in ("sent", "not_configured") or previous.get("final"):
                 continue
             outcome, retry = self._send_over(channel, state.tenant, entry, content)
             kept["channels"][channel] = {"attempt": attempt, **outcome}
@@ -172,7 +190,9 @@ class Worker(LeasedWorker[Recipient]):
         if failed:
             return "failed"
         if not any(c.get("outcome") == "sent" for c in kept["channels"].values()):
-            kept["reason"] = "not_configured"
+            # Set up and failed for good is no "nothing set up": the log says which, the operator sees it counted.
+            gave_up = any(c.get("final") for c in kept["channels"].values())
+            kept["reason"] = UNDELIVERABLE if gave_up else "not_configured"
             return "skipped"
         return "sent"
 
@@ -188,7 +208,7 @@ class Worker(LeasedWorker[Recipient]):
         except NotConfigured:
             return {"at": at, "outcome": "not_configured"}, False
         except ChannelFailed as exc:
-            return {"at": at, "outcome": "failed", "errorClass": exc.error_class}, not exc.final
+            return {"at": at, **failed_outcome(exc)}, not exc.final
         return {"at": at, "outcome": "sent", **posted}, False
 
     def _addressee(self, message: dict[str, Any]) -> tuple[RunState, OpenInterrupt | None, PrincipalEntry] | str:
@@ -402,24 +422,30 @@ class Worker(LeasedWorker[Recipient]):
         """Replaces each Slack message the recipient was sent of the gate with its outcome (chat.update, in their
         zone); sent | skipped | failed. Updating a message twice leaves it as once, so a retry updates them all."""
         tenant = message["tenant"]
+        at = iso_epoch(self.clock())
         config = self._slack_config(tenant)
         if not config or not config.get("botToken"):
-            kept["reason"] = "not_configured"  # the credential was removed or became a webhook since
+            # The bot token that posted the messages was removed or became a webhook since: none can be updated.
+            gone = ChannelFailed(CREDENTIAL_GONE, final=True)
+            kept["channels"]["slack"] = {"attempt": attempt, "at": at, **failed_outcome(gone), "updated": 0}
+            kept["reason"] = UNDELIVERABLE
             return "skipped"
         record = self.directory.get(tenant, message["principalId"])
         entry = PrincipalEntry.model_validate(record["entry"]) if record else PrincipalEntry()
         outcome = dict(message.get("outcome") or {})
         words = closed_words(outcome, self._display_name(tenant, outcome.get("decidedBy")), entry.timeZone)
         replaced = closed_message(str(message.get("title") or message["nodeId"]), words)
-        at = iso_epoch(self.clock())
         updated = 0
         try:
             for channel, ts in message.get("slackMessages") or ():
                 self._slack_api(config["botToken"], "chat.update", {"channel": channel, "ts": ts, **replaced})
                 updated += 1
         except ChannelFailed as exc:
-            kept["channels"]["slack"] = {"attempt": attempt, "at": at, "outcome": "failed", "errorClass": exc.error_class, "updated": updated}
-            return "skipped" if exc.final else "failed"
+            kept["channels"]["slack"] = {"attempt": attempt, "at": at, **failed_outcome(exc), "updated": updated}
+            if not exc.final:
+                return "failed"
+            kept["reason"] = UNDELIVERABLE
+            return "skipped"
         kept["channels"]["slack"] = {"attempt": attempt, "at": at, "outcome": "sent", "updated": updated}
         return "sent"
 

@@ -793,7 +793,7 @@ def _notification_row(n: Mapping[str, Any], people: Mapping[str, str]) -> tuple[
     if n.get("reason") and n.get("reason") != outcome:
         said += f": {readable.NOTIFICATION_REASONS.get(str(n['reason']), str(n['reason']))}"
     if n.get("errorClass"):
-        said += f" ({n['errorClass']})"
+        said += f" ({readable.notification_failure_words(str(n['errorClass']))})"
     return (
         str(n.get("at") or n.get("queuedAt") or ""),
         readable.person(n.get("principalId"), people),

@@ -252,6 +252,8 @@ NOTIFICATION_REASONS = {
     "no_channel": "the directory has no way to reach them",
     "not_configured": "no channel is set up for the tenant",
     "assigned_elsewhere": "someone else works the request",
+    # A channel set up failed for good (its error class says how): not "nothing set up" (docs/adr/0208).
+    "undeliverable": "it cannot be delivered; trying again would not help",
 }
 
 
@@ -285,6 +287,34 @@ DELIVERY_FAILURES = {
     # A dead letter made on its message's last receive, before its attempts ran out (store/deliveries.py): no attempt.
     "receives_exhausted": "given up before its attempts ran out",
 }
+
+
+# Why a notification's channel failed (the notify worker's error class), in words; the connection's as a delivery's.
+NOTIFICATION_FAILURES = {
+    **DELIVERY_FAILURES,
+    "address_invalid": "their address in the directory is not one mail can go to",
+    "credential_gone": "the Slack app that posted it was removed from the tenant's settings or replaced by a webhook",
+    "secret_unreadable": "the tenant's Slack settings could not be read",
+    **dict.fromkeys(
+        ("slack_invalid_auth", "slack_not_authed", "slack_account_inactive", "slack_token_revoked"),
+        "Slack no longer accepts the tenant's Slack app",
+    ),
+    "slack_channel_not_found": "Slack cannot find the conversation",
+    "slack_message_not_found": "the Slack message is gone",
+    **dict.fromkeys(
+        ("slack_cant_update_message", "slack_edit_window_closed"), "Slack no longer lets the message change"
+    ),
+}
+
+
+def notification_failure_words(error_class: str) -> str:
+    if error_class in NOTIFICATION_FAILURES:
+        return NOTIFICATION_FAILURES[error_class]
+    if error_class.startswith("slack_"):
+        return "Slack refused it"
+    if error_class.startswith("ses_"):
+        return "the mail service refused it"
+    return key_words(error_class).lower()
 
 
 def delivery_words(attempt: Mapping[str, Any]) -> str:
