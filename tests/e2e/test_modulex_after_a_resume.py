@@ -256,6 +256,19 @@ def test_an_openwop_start_of_a_deployed_workflow_takes_the_request_s_limit_else_
     assert outcome(api, wire(started.json()["runId"])) == expected
 
 
+def test_a_child_run_of_a_deployed_workflow_takes_the_workflow_s_own_limit(api):
+    # A core.subWorkflow child is made by the parent's run, not by a request: it ran to its question (1,000 steps)
+    # where its workflow says 2.
+    created = api.call("POST", "/workflows", {"workflow_schema": own_limit(2), "name": "limits"})
+    assert created.status_code == 201, created.text
+    parent_id = f"parent-{uuid.uuid4().hex[:8]}"
+    spawn = {"id": "spawn", "typeId": "core.subWorkflow", "config": {"workflowId": created.json()["id"]}}
+    assert api.put_workflow(parent_id, {"id": parent_id, "nodes": [spawn]}).status_code == 201
+    parent = api.wait_status(api.start(parent_id)["runId"], {"failed"}, timeout_s=DEADLINE_S)
+    child = parent["error"]["details"]["childRunId"]
+    assert outcome(api, wire(child)) == "failed"
+
+
 def test_a_run_takes_the_limit_of_the_workflow_s_version_it_runs(api):
     async def scenario() -> tuple[str, str]:
         async with sdk(api) as client:

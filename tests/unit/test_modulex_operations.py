@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from interlude.app.lifecycle import under_request
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unprocessable
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.models.workflow import WorkflowDefinition, under_request
 from interlude.faces.modulex.definition import content_id, translate
 from interlude.faces.modulex.operations import (
     cancel_reason,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from interlude.app import audit_entries as audit_log
 from interlude.app.idempotency import KeyedWrite
@@ -34,15 +34,6 @@ if TYPE_CHECKING:
         WorkflowVersions,
     )
     from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
-
-
-def under_request(configurable: dict[str, Any] | None, own: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A request's configurable with the run options its workflow gives its runs (`own`) where the request gives none:
-    the request's own options win."""
-    if not own:
-        return configurable
-    given = configurable or {"version": 1}
-    return {**given, "run": {**own, **(given.get("run") or {})}}
 
 
 class RunLifecycle:
@@ -75,7 +66,7 @@ class RunLifecycle:
         written_numbers: Mapping[str, str] | None = None,
     ) -> RunState:
         """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers). The run options the version
-        the run runs gives its runs (WorkflowDefinition.own_run_options) are taken where the request's configurable
+        the run runs gives its runs (WorkflowDefinition.run_configurable) are taken where the request's configurable
         gives none, whichever face started the run."""
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
@@ -123,7 +114,7 @@ class RunLifecycle:
             workflowVersion=version,
             owner={"tenant": principal.tenant, "subject": principal.subject},
             inputs=request.inputs,
-            configurable=under_request(request.configurable, definition.own_run_options()),
+            configurable=definition.run_configurable(request.configurable),
             tags=request.tags,
             metadata=request.metadata,
             workflowName=run_search.stored_name(definition.name),

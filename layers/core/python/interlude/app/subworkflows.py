@@ -163,6 +163,8 @@ class SubWorkflows:
             workflowName=run_search.stored_name(definition.name),
             owner=parent.owner,
             inputs=inputs,
+            # The run options its workflow's version gives its runs, as a run its caller starts takes (app/lifecycle).
+            configurable=definition.run_configurable(None),
             createdAt=engine.iso(now),
             parentRunId=parent.runId,
             parentNodeId=node_id,

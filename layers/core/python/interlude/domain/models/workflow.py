@@ -2,6 +2,7 @@
 unknown field is refused there; a stored version read by any release keeps what that release does not know)."""
 
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -180,10 +181,15 @@ class WorkflowDefinition(FrozenStored):
 
     def own_run_options(self) -> dict[str, Any]:
         """The run options the definition gives its runs, each taken where a run's request gives none, on either face
-        (app/lifecycle.under_request): a ModuleX definition's `config.recursion_limit`, which its translation keeps as
+        (run_configurable): a ModuleX definition's `config.recursion_limit`, which its translation keeps as
         `recursionLimit` (at most the engine's ceiling: its model refuses more); none for an OpenWOP definition."""
         limit = (self.metadata.get(MODULEX_METADATA) or {}).get("recursionLimit")
         return {} if limit is None else {"recursionLimit": limit}
+
+    def run_configurable(self, requested: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The configurable a run of this definition takes: `requested` (None when the run's request or its parent
+        gives none) with the definition's own run options where it gives none."""
+        return under_request(requested, self.own_run_options())
 
     def incoming(self, node_id: str) -> list[Edge]:
         return [e for e in self.edges if e.targetNodeId == node_id]
@@ -198,3 +204,12 @@ class WorkflowDefinition(FrozenStored):
     def roots(self) -> list[str]:
         targets = {e.targetNodeId for e in self.edges}
         return [n.id for n in self.nodes if n.id not in targets]
+
+
+def under_request(configurable: dict[str, Any] | None, own: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A request's configurable with the run options its workflow gives its runs (`own`) where the request gives none:
+    the request's own options win."""
+    if not own:
+        return configurable
+    given = configurable or {"version": 1}
+    return {**given, "run": {**own, **(given.get("run") or {})}}
