@@ -19,9 +19,7 @@ from interlude.domain.ids import AUTHOR_ID_RE, from_wire, tenant_of, to_wire
 from interlude.domain.models import Answer
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import RunState
-from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
-from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
 from interlude.faces.modulex.fields import (
     JsonType,
@@ -33,6 +31,7 @@ from interlude.faces.modulex.fields import (
     unknown_problems,
 )
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of, view_of
+from interlude.faces.modulex.workflows import translation
 from interlude.rules import auth
 
 if TYPE_CHECKING:
@@ -317,15 +316,7 @@ class ModulexFace:
 
     def register_inline(self, principal: auth.Principal, raw: Any) -> str:
         """Store an inline ModuleX definition under its content id (once); that id."""
-        try:
-            translated = mx.translate(raw, "workflow")
-        except mx.Invalid as exc:
-            raise Unprocessable(str(exc), {"errors": exc.errors}) from None
-        definition = WorkflowDefinition.model_validate(translated)
-        problems = engine.check_config(definition)
-        if problems:
-            errors = [{"loc": ["body", "workflow"] + p["path"].split("/"), "msg": p["message"]} for p in problems]
-            raise Unprocessable("the workflow cannot run", {"errors": errors})
+        translated, definition = translation(raw, "workflow")
         workflow_id = mx.content_id(translated)
         if self.records.latest_workflow(principal.tenant, workflow_id) is None:
             # Content-addressed: a concurrent writer stored the very same definition, so losing the race is fine.

@@ -303,18 +303,25 @@ def _few_tags(fields: dict[str, Any]) -> None:
         raise Invalid("tags must be a list of at most 50 strings")
 
 
-def translated(schema: dict[str, Any]) -> WorkflowDefinition:
-    """The engine's definition of a ModuleX schema; 422 with FastAPI-style errors when it cannot run."""
+def translated(schema: Any, field: str = "workflow_schema") -> WorkflowDefinition:
+    """The engine's definition of a ModuleX schema sent in the body's `field`; 422 when it cannot run (`translation`)."""
+    return translation(schema, field)[1]
+
+
+def translation(schema: Any, field: str) -> tuple[dict[str, Any], WorkflowDefinition]:
+    """A ModuleX schema sent in the body's `field` (`workflow_schema` deployed, `workflow` inline) as the engine's
+    definition, raw (what an inline one's content id is made of) and read; 422 with FastAPI-style errors, each placed
+    under that field, when it cannot run."""
     try:
-        raw = mx.translate(schema, "workflow_schema")
+        raw = mx.translate(schema, field)
     except mx.Invalid as exc:
         raise Unprocessable(str(exc), {"errors": exc.errors}) from None
     definition = WorkflowDefinition.model_validate(raw)
     problems = engine.check_config(definition)
     if problems:
-        errors = [{"loc": ["body", "workflow_schema", *p["path"].split("/")], "msg": p["message"]} for p in problems]
+        errors = [{"loc": ["body", field, *p["path"].split("/")], "msg": p["message"]} for p in problems]
         raise Unprocessable("the workflow cannot run", {"errors": errors})
-    return definition
+    return raw, definition
 
 
 def catalogue_entry(record: dict[str, Any]) -> dict[str, Any]:
