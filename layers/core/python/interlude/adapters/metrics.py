@@ -7,7 +7,9 @@ handlers) and the adapters; the engine, the rules and the store stay free of it.
 
 What is counted: InterruptsRaised{kind}, InterruptsDecided{kind, outcome} (from the outbox, once per event
 item), Decisions{surface} (the route that decided), DeadlinesFired{purpose}, CallbackNotices{outcome},
-IdempotentReplays{operation}, ApiErrors{route, status}; the failures that page (docs/operations.md, "What to
+Notifications{outcome} (sent, skipped, undeliverable, dead, duplicate, failed: docs/operations.md), Actions{outcome},
+TenantWork{outcome} (a suspended or deleted tenant's work held or dropped: interlude.adapters.held_work),
+MigrationItems{migration, measure}, IdempotentReplays{operation}, ApiErrors{route, status}; the failures that page (docs/operations.md, "What to
 watch"), by the physical name of the function that met them: RecordFailures{FunctionName} (a stream record or queue
 message a worker failed, other than a designed retry: interlude.adapters.batch), CaughtErrors{FunctionName} (an
 error the code logged and carried on from: interlude.app.caught) and OrphanBatches{FunctionName} (dispatch's: a new
