@@ -79,6 +79,10 @@ class HeadNotYetCommitted(Exception):
 _STALE = object()
 
 
+# What a thread holds per run for the record being dispatched, each under its name (HeldRuns._per_thread).
+_HELD_PER_RUN = ("held", "followers", "expiries", "closed", "handed_back")
+
+
 class HeldRuns:
     """The run records the outbox handlers read: the head of the run a thread is dispatching is the one read for its
     batch (`hold`); every other read, and every read on another thread, goes to the store. A run this process moved
@@ -126,31 +130,29 @@ class HeldRuns:
             held[run_id] = _STALE
 
     def release(self, run_id: str) -> None:
-        self._held().pop(run_id, None)
-        self._followers().pop(run_id, None)
-        self._expiries().pop(run_id, None)
-        self._closed().pop(run_id, None)
-        self._handed_back().pop(run_id, None)
+        for name in _HELD_PER_RUN:
+            self._per_thread(name).pop(run_id, None)
+
+    def _keep(self, name: str, run_id: str, value: Any) -> None:
+        """Hold `value` for the run under `name`; None: nothing held (what an earlier record held is dropped)."""
+        if value is None:
+            self._per_thread(name).pop(run_id, None)
+        else:
+            self._per_thread(name)[run_id] = value
 
     def _followers(self) -> dict[str, Any]:
         return self._per_thread("followers")
 
     def hold_followers(self, run_id: str, followers: list[Follower] | None) -> None:
         """The run's live followers as read with its batch (None: not read, the deployment has no WebSocket API)."""
-        if followers is None:
-            self._followers().pop(run_id, None)
-        else:
-            self._followers()[run_id] = followers
+        self._keep("followers", run_id, followers)
 
     def _expiries(self) -> dict[str, Any]:
         return self._per_thread("expiries")
 
     def hold_expiry(self, run_id: str, expiry: tuple[int | None, int | None] | None) -> None:
         """The run head's `ttl` and `retentionStamped` as read with its batch (store/stream.py HELD_HEAD_EXPIRY)."""
-        if expiry is None:
-            self._expiries().pop(run_id, None)
-        else:
-            self._expiries()[run_id] = expiry
+        self._keep("expiries", run_id, expiry)
 
     def _closed(self) -> dict[str, Any]:
         return self._per_thread("closed")
@@ -160,10 +162,7 @@ class HeldRuns:
 
     def hold_handed_back(self, run_id: str, at: float | None) -> None:
         """When a resume handed the record's message back (store/stream.py HANDED_BACK_AT); None: it was never held."""
-        if at is None:
-            self._handed_back().pop(run_id, None)
-        else:
-            self._handed_back()[run_id] = at
+        self._keep("handed_back", run_id, at)
 
     def handed_back_at(self, run_id: str) -> float | None:
         """When a resume handed back the message of the record being dispatched, held while its tenant was suspended;
