@@ -20,7 +20,7 @@ from interlude.store.item_formats import check_item
 from interlude.store.layout import RETAINED, RUN_SK, run_id_of, run_pk
 from interlude.store.live import followers_key, followers_of
 from interlude.store.table import batch_get
-from interlude.store.tenants import HANDED_BACK_AT
+from interlude.store.tenants import HANDED_BACK_AT, handed_back_at
 
 if TYPE_CHECKING:
     from interlude.domain.audit import AuditDraft
@@ -171,9 +171,9 @@ class OutboxRecords:
             )
         heads = {r: head_of(found[(run_pk(r), RUN_SK)]) for r in runs if (run_pk(r), RUN_SK) in found}
         for message, record in zip(messages, records, strict=True):
-            handed_back = message.get(HANDED_BACK_AT)
-            if record is not None and isinstance(handed_back, int | float) and not isinstance(handed_back, bool):
-                record[HANDED_BACK_AT] = float(handed_back)
+            handed_back = handed_back_at(message)
+            if record is not None and handed_back is not None:
+                record[HANDED_BACK_AT] = handed_back
         for record in records:
             run_id = record_run_id(record) if record is not None else None
             if record is None or run_id is None:

@@ -29,7 +29,7 @@ the deletion's report and turns away work still in flight for the tenant until i
 after, the tenant has neither a record nor a key, and its work is turned away all the same (store/tenant_standing.py).
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from secrets import token_hex
 from typing import Any, NamedTuple
 
@@ -117,6 +117,14 @@ class Usage(NamedTuple):
 # raise (adapters/delivery/outbox.link_minter, adapters/notify/worker). 0.11.0 reads the message as before, this field
 # unread. The held item itself never holds it.
 HANDED_BACK_AT = "handedBackAt"
+
+
+def handed_back_at(message: Mapping[str, Any]) -> float | None:
+    """When a resume handed `message` back (its HANDED_BACK_AT); None: it was never held (or the stamp is no number)."""
+    at = message.get(HANDED_BACK_AT)
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+
+
 # A held item's mark of the holding it is (a token made by `hold`); 0.11.0 neither writes nor reads it.
 HOLDING = "holding"
 

@@ -55,7 +55,7 @@ from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
 from interlude.store.runs import RunStore
-from interlude.store.tenants import HANDED_BACK_AT
+from interlude.store.tenants import handed_back_at
 from interlude.store.workflow_reads import read_workflow
 
 if TYPE_CHECKING:
@@ -315,9 +315,9 @@ class Worker(LeasedWorker[Recipient]):
             issued = epoch_of(interrupt.raisedAt)
         else:
             issued = float(message.get("due") or self.clock())
-        handed_back = message.get(HANDED_BACK_AT)
-        if isinstance(handed_back, int | float) and not isinstance(handed_back, bool):
-            issued = max(issued, float(handed_back))
+        handed_back = handed_back_at(message)
+        if handed_back is not None:
+            issued = max(issued, handed_back)
         token, _ = interrupt_token(
             self.ring(),
             state.runId,
